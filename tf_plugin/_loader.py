@@ -1,0 +1,38 @@
+"""Loads the op library once, from beside this file, and checks it was built for the running TensorFlow."""
+
+from __future__ import annotations
+
+import os
+import types
+
+import tensorflow as tf
+
+_LIBRARY_NAME = "_tf_plugin_ops"
+
+
+def library_path() -> str:
+    """The file of the compiled op library inside the installed package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sorted(os.listdir(here)):
+        if entry.startswith(_LIBRARY_NAME) and entry.endswith(".so"):
+            return os.path.join(here, entry)
+    raise ImportError(
+        f"tf_plugin's op library ({_LIBRARY_NAME}*.so) is missing from {here}: the package was not built. "
+        "Install it with `pip install .` (or `pip install -e .`) from the source tree."
+    )
+
+
+def _check_tf_version() -> None:
+    from tf_plugin import _build_info
+
+    built, running = _build_info.TF_VERSION, tf.__version__
+    if built.split(".")[:2] != running.split(".")[:2]:
+        raise ImportError(
+            f"tf_plugin was built for TensorFlow {built} but TensorFlow {running} is running; a custom-op library "
+            "only loads into the TensorFlow it was compiled against. Rebuild it: `pip install --force-reinstall .`."
+        )
+
+
+def load() -> types.ModuleType:
+    _check_tf_version()
+    return tf.load_op_library(library_path())

@@ -1,0 +1,98 @@
+"""The operators' signatures, declared once.
+
+Pure Python (no TensorFlow import), so that the raw-op wrappers, the GE IR prototypes and the docs can all read
+it. The C++ registrations in ``tf_plugin/cc/ops`` must agree with it; ``tests/test_signatures.py`` checks the
+registered OpDefs against this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Op type names registered by the library: stock names behind one prefix, so they never collide with stock TF.
+OP_PREFIX = "TfPlugin"
+
+
+@dataclass(frozen=True)
+class Input:
+    """One op input. ``dtype`` is "T" (the op's type attr) or a fixed dtype name; ``state`` marks var/m/v/s."""
+
+    name: str
+    dtype: str = "T"
+    state: bool = False
+    scalar: bool = False  # one element, shape [] or [1]
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str  # "float", "int" or "bool"
+    default: float | int | bool
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    name: str  # "PowerSign" -> TfPluginApplyPowerSign / TfPluginResourceApplyPowerSign
+    inputs: tuple[Input, ...]
+    attrs: tuple[Attr, ...]
+    dtypes: tuple[str, ...]  # allowed T
+
+    @property
+    def ref_op(self) -> str:
+        return f"{OP_PREFIX}Apply{self.name}"
+
+    @property
+    def resource_op(self) -> str:
+        return f"{OP_PREFIX}ResourceApply{self.name}"
+
+    @property
+    def state_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.state)
+
+    def attr(self, name: str) -> Attr:
+        return next(a for a in self.attrs if a.name == name)
+
+
+POWER_SIGN = OpSignature(
+    name="PowerSign",
+    inputs=(
+        Input("var", state=True),
+        Input("m", state=True),
+        Input("lr", scalar=True),
+        Input("logbase", scalar=True),
+        Input("sign_decay", scalar=True),
+        Input("beta", scalar=True),
+        Input("grad"),
+    ),
+    attrs=(Attr("use_locking", "bool", False),),
+    dtypes=("float16", "bfloat16", "float32", "float64"),
+)
+
+FUSED_EMA_ADAM = OpSignature(
+    name="FusedEmaAdam",
+    inputs=(
+        Input("var", state=True),
+        Input("m", state=True),
+        Input("v", state=True),
+        Input("s", state=True),
+        Input("grad"),
+        Input("step", dtype="int64", scalar=True),
+        Input("lr", dtype="float32", scalar=True),
+    ),
+    attrs=(
+        Attr("ema_decay", "float", 0.9999),
+        Attr("beta1", "float", 0.9),
+        Attr("beta2", "float", 0.999),
+        Attr("eps", "float", 1e-8),
+        Attr("mode", "int", 1),
+        Attr("bias_correction", "bool", True),
+        Attr("weight_decay", "float", 0.0),
+        Attr("use_locking", "bool", False),
+    ),
+    dtypes=("float16", "bfloat16", "float32"),
+)
+
+# lr is an input tensor in TF (schedules change it every step) and an attribute in GE; its default lives here.
+FUSED_EMA_ADAM_LR_DEFAULT = 1e-3
+
+ALL = (POWER_SIGN, FUSED_EMA_ADAM)
