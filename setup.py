@@ -1,0 +1,63 @@
+"""Builds tf_plugin's op library against the installed TensorFlow (flags from tf.sysconfig)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+OP_SOURCES = [
+    "tf_plugin/cc/ops/power_sign_ops.cc",
+    "tf_plugin/cc/ops/fused_ema_adam_ops.cc",
+    "tf_plugin/cc/kernels/power_sign_kernels.cc",
+    "tf_plugin/cc/kernels/fused_ema_adam_kernels.cc",
+]
+# No FMA contraction: results must match stock TF (and the Ascend kernel's separate multiply and add) bit for bit.
+OPT_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-deprecated-declarations"]
+
+
+class BuildTfOps(build_ext):
+    """Adds tf.sysconfig's flags and compiles the sources in parallel (TF's headers are slow to parse)."""
+
+    def build_extension(self, ext: Extension) -> None:
+        import tensorflow as tf
+
+        ext.extra_compile_args = tf.sysconfig.get_compile_flags() + OPT_FLAGS
+        ext.extra_link_args = tf.sysconfig.get_link_flags()
+        here = os.path.dirname(os.path.abspath(__file__))
+        info = os.path.join(here, "tf_plugin", "_build_info.py")
+        with open(info, "w") as f:
+            f.write(f'"""Written by setup.py."""\n\nTF_VERSION = "{tf.__version__}"\n')
+        build_lib_info = os.path.join(self.build_lib, "tf_plugin", "_build_info.py")
+        if os.path.isdir(os.path.dirname(build_lib_info)):
+            self.copy_file(info, build_lib_info)
+        original = self.compiler.compile
+
+        def parallel_compile(sources, **kwargs):
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+                parts = pool.map(lambda s: original([s], **kwargs), sources)
+                return [obj for objs in parts for obj in objs]
+
+        self.compiler.compile = parallel_compile
+        try:
+            super().build_extension(ext)
+        finally:
+            self.compiler.compile = original
+
+    def get_export_symbols(self, ext: Extension) -> list[str]:
+        return []  # a TF op library, not a Python extension module: no PyInit_ symbol
+
+
+setup(
+    name="tf_plugin",
+    version="0.1.0",
+    description="CANN's Ascend optimizer ops PowerSign and FusedEmaAdam as TensorFlow custom ops",
+    packages=find_packages(include=["tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
+    ext_modules=[Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, include_dirs=["."], language="c++")],
+    cmdclass={"build_ext": BuildTfOps},
+    python_requires=">=3.10",
+    install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes"],
+    extras_require={"test": ["pytest", "ruff"], "demo": ["matplotlib"]},
+)
