@@ -53,7 +53,9 @@ inline half_t float_to_half(float f) {
   const uint32_t odd = (x >> 13) & 1u;
   const uint32_t normal = (x + 0xc8000fffu + odd) >> 13;
   const uint32_t big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN or Inf/overflow
-  uint32_t o = x >= 0x47800000u ? big : (x < 0x38800000u ? sub : normal);
+  uint32_t o = normal;  // independent selects, not nested ones, so that loops vectorize
+  o = x < 0x38800000u ? sub : o;
+  o = x >= 0x47800000u ? big : o;
   return half_t{static_cast<uint16_t>(o | (sign >> 16))};
 }
 

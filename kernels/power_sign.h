@@ -32,9 +32,13 @@ PowerSignScalars<C> make_power_sign_scalars(C lr, C logbase, C sign_decay, C bet
 }
 
 // sign(x) as -1, 0 or +1; NaN stays NaN, as in TensorFlow's Eigen sign (so a NaN m or grad makes var NaN).
+// Written as independent selects (no nested conditionals) so that the compiler if-converts and vectorizes it.
 template <typename C>
 inline C sign_of(C x) {
-  return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);
+  C r = x;                  // 0, -0 and NaN map to themselves
+  r = x > C(0) ? C(1) : r;
+  r = x < C(0) ? C(-1) : r;
+  return r;
 }
 
 // Updates elements [begin, end) of var and m in place.
@@ -48,7 +52,10 @@ void power_sign_range(T* __restrict var, T* __restrict m, const T* __restrict gr
     const C g = widen(grad[i]);
     const C m_t = beta * widen(m[i]) + one_minus_beta * g;
     const C sign_gm = sign_of(m_t) * sign_of(g);
-    const C scale = sign_gm > C(0) ? pos : (sign_gm < C(0) ? neg : (sign_gm == C(0) ? zero : sign_gm));
+    C scale = sign_gm;  // NaN stays NaN
+    scale = sign_gm == C(0) ? zero : scale;
+    scale = sign_gm > C(0) ? pos : scale;
+    scale = sign_gm < C(0) ? neg : scale;
     m[i] = narrow<T>(m_t);
     var[i] = narrow<T>(widen(var[i]) - (scale * g) * lr);
   }

@@ -123,8 +123,11 @@ def test_updates_in_place_and_copy_on_write():
     var = tf.Variable(np.arange(64, dtype=np.float32) - 20.0)
     m = tf.Variable(np.zeros(64, np.float32))
     g = tf.constant(np.linspace(-1, 1, 64, dtype=np.float32))
+    # The first update may copy: the variable's buffer can still be shared with its initial value.
+    tf_plugin.raw_ops.ResourceApplyPowerSign(var=var, m=m, lr=0.1, logbase=1.0, sign_decay=1.0, beta=0.9, grad=g)
+    gc.collect()
     addr = _buffer_address(var)
-    gc.collect()  # drop any earlier reader of the buffer
+    gc.collect()  # drop the reader used to take the address
     tf_plugin.raw_ops.ResourceApplyPowerSign(var=var, m=m, lr=0.1, logbase=1.0, sign_decay=1.0, beta=0.9, grad=g)
     assert _buffer_address(var) == addr  # nothing else held the buffer: updated in place
     before = var.read_value()  # holds the buffer: the update must copy, not overwrite it

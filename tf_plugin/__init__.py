@@ -10,6 +10,6 @@ __version__ = "0.1.0"
 op_library = _loader.load()
 library_path = _loader.library_path
 
-from tf_plugin import raw_ops  # noqa: E402  (needs op_library)
+from tf_plugin import raw_ops
 
-__all__ = ["op_library", "library_path", "raw_ops", "__version__"]
+__all__ = ["__version__", "library_path", "op_library", "raw_ops"]

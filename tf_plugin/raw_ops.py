@@ -43,7 +43,7 @@ def _power_sign_inputs(dtype: tf.DType, lr, logbase, sign_decay, beta, grad) -> 
     return {k: _as_tensor(v, dtype, k, because) for k, v in values.items()}
 
 
-def ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):  # noqa: N802
+def ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):
     """PowerSign on ref variables (tf.compat.v1 graphs); returns the updated var, as tf.raw_ops.ApplyPowerSign.
 
     m_t = beta * m + (1 - beta) * grad;  var_t = var - lr * exp(logbase * sign_decay * sign(m_t) * sign(grad)) * grad
@@ -58,7 +58,7 @@ def ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=F
     return op_library.tf_plugin_apply_power_sign(var=var, m=m, use_locking=use_locking, name=name, **inputs)
 
 
-def ResourceApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):  # noqa: N802
+def ResourceApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):
     """PowerSign on resource variables, in place; eager, tf.function and graph mode. Returns the op (None in eager).
 
     m_t = beta * m + (1 - beta) * grad;  var_t = var - lr * exp(logbase * sign_decay * sign(m_t) * sign(grad)) * grad
@@ -87,7 +87,7 @@ def _fused_ema_adam_inputs(dtype: tf.DType, grad, step, lr) -> dict[str, tf.Tens
     }
 
 
-def ApplyFusedEmaAdam(  # noqa: N802
+def ApplyFusedEmaAdam(
     *, var, m, v, s, grad, step, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
     beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"], bias_correction=_FEA["bias_correction"],
     weight_decay=_FEA["weight_decay"], use_locking=False, name=None,
@@ -100,7 +100,7 @@ def ApplyFusedEmaAdam(  # noqa: N802
     )
 
 
-def ResourceApplyFusedEmaAdam(  # noqa: N802
+def ResourceApplyFusedEmaAdam(
     *, var, m, v, s, grad, step, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
     beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"], bias_correction=_FEA["bias_correction"],
     weight_decay=_FEA["weight_decay"], use_locking=False, name=None,

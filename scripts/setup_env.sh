@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Creates .venv (if missing) and installs tf_plugin into it, built against the pip TensorFlow. Sourced by the others.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+PY=.venv/bin/python
+$PY -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+$PY -m pip install -q "tensorflow-cpu>=2.21,<2.22" setuptools wheel 2>&1 | grep -v "is ignored" || true
+# No build isolation: the op library is compiled against the TensorFlow just installed in .venv.
+$PY -m pip install -q --no-build-isolation -e ".[test,demo]" 2>&1 | grep -v "is ignored" || true
+$PY -c "import tf_plugin" 2>/dev/null || { echo "tf_plugin failed to install" >&2; exit 1; }
