@@ -9,22 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import numpy as np
 import tensorflow as tf
 
 import tf_plugin
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()  # trace and warm up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
+from bench.timing import median_ms_interleaved
 
 
 def bench(dtype: tf.DType, size: int, repeats: int) -> dict:
@@ -33,13 +23,13 @@ def bench(dtype: tf.DType, size: int, repeats: int) -> dict:
     m = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
     grad = tf.cast(rng.standard_normal(size), dtype)
     scalars = {k: tf.constant(v, dtype) for k, v in {"lr": 1e-3, "logbase": 1.0, "sign_decay": 0.5, "beta": 0.9}.items()}
-    result = {}
+    fns = {}
     for label, op in (("stock", tf.raw_ops.ResourceApplyPowerSign), ("ours", tf_plugin.raw_ops.ResourceApplyPowerSign)):
         def call(op=op) -> None:
             op(var=var.handle, m=m.handle, grad=grad, **scalars)
 
-        f = tf.function(call)
-        result[label] = median_ms(f, repeats)
+        fns[label] = tf.function(call)
+    result = median_ms_interleaved(fns, repeats)
     bytes_moved = 5 * size * dtype.size  # read var, m, grad; write var, m
     return {"dtype": dtype.name, "size": size, **result, "speedup": result["stock"] / result["ours"],
             "ours_gb_s": bytes_moved / result["ours"] / 1e6}
@@ -51,7 +41,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     rows = [bench(dt, args.size, args.repeats) for dt in (tf.float32, tf.float16, tf.bfloat16)]
-    print(f"ResourceApplyPowerSign, {args.size} elements, median of {args.repeats} calls")
+    print(f"ResourceApplyPowerSign, {args.size} elements, median of {args.repeats} alternating calls")
     print(f"{'dtype':<9} {'stock ms':>9} {'ours ms':>9} {'speedup':>8} {'ours GB/s':>10}")
     for r in rows:
         print(f"{r['dtype']:<9} {r['stock']:>9.2f} {r['ours']:>9.2f} {r['speedup']:>7.2f}x {r['ours_gb_s']:>10.1f}")

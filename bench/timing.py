@@ -1,0 +1,21 @@
+"""Side-by-side timing: candidates are called in alternation so machine noise hits them alike."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+
+def median_ms_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median milliseconds per call of each function, calling them round-robin `repeats` times after a warm-up."""
+    for fn in fns.values():
+        fn()  # trace and warm up
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
