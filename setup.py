@@ -59,5 +59,5 @@ setup(
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
     install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes"],
-    extras_require={"test": ["pytest", "ruff"], "demo": ["matplotlib"]},
+    extras_require={"test": ["pytest", "ruff"], "demo": ["matplotlib", "scikit-learn"]},
 )

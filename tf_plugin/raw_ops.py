@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
 from tf_plugin import op_library
 from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, POWER_SIGN
@@ -12,6 +13,15 @@ from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, POWE
 
 def _invalid(message: str) -> tf.errors.InvalidArgumentError:
     return tf.errors.InvalidArgumentError(None, None, message)
+
+
+def _check_not_xla(op: str) -> None:
+    """Our ops have CPU kernels only: say so before XLA fails with a wall of text about unsupported ops."""
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        raise ValueError(
+            f"tf_plugin's {op} has no XLA kernel, so it cannot run inside an XLA-compiled function. Compile without "
+            "XLA: `model.compile(..., jit_compile=False)` for Keras, or `tf.function(jit_compile=False)`."
+        )
 
 
 def _handle(var: Any) -> Any:
@@ -54,6 +64,7 @@ def ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=F
       grad: the gradient, same shape as var.
       use_locking: lock var and m during the update.
     """
+    _check_not_xla("ApplyPowerSign")
     inputs = _power_sign_inputs(var.dtype.base_dtype, lr, logbase, sign_decay, beta, grad)
     return op_library.tf_plugin_apply_power_sign(var=var, m=m, use_locking=use_locking, name=name, **inputs)
 
@@ -69,6 +80,7 @@ def ResourceApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_l
       grad: the gradient, dtype T in {float16, bfloat16, float32, float64}, same shape as var.
       use_locking: accepted for parity with stock; dense resource updates always lock the variables.
     """
+    _check_not_xla("ResourceApplyPowerSign")
     inputs = _power_sign_inputs(_grad_dtype(grad), lr, logbase, sign_decay, beta, grad)
     return op_library.tf_plugin_resource_apply_power_sign(
         var=_handle(var), m=_handle(m), use_locking=use_locking, name=name, **inputs
@@ -93,6 +105,7 @@ def ApplyFusedEmaAdam(
     weight_decay=_FEA["weight_decay"], use_locking=False, name=None,
 ):
     """FusedEmaAdam on ref variables; returns the updated var. See ResourceApplyFusedEmaAdam for the formula."""
+    _check_not_xla("ApplyFusedEmaAdam")
     inputs = _fused_ema_adam_inputs(var.dtype.base_dtype, grad, step, lr)
     return op_library.tf_plugin_apply_fused_ema_adam(
         var=var, m=m, v=v, s=s, ema_decay=ema_decay, beta1=beta1, beta2=beta2, eps=eps, mode=mode,
@@ -118,6 +131,7 @@ def ResourceApplyFusedEmaAdam(
       grad: the gradient (T, var's shape). step: int64 1-based step count, shape [] or [1].
       lr: float32 scalar tensor (may change every step). mode: 1 AdamW, 0 L2. Other hyper-parameters: attributes.
     """
+    _check_not_xla("ResourceApplyFusedEmaAdam")
     inputs = _fused_ema_adam_inputs(_grad_dtype(grad), grad, step, lr)
     return op_library.tf_plugin_resource_apply_fused_ema_adam(
         var=_handle(var), m=_handle(m), v=_handle(v), s=_handle(s), ema_decay=ema_decay, beta1=beta1, beta2=beta2,

@@ -1,0 +1,179 @@
+"""TF1 optimizers (``tf.compat.v1.train.Optimizer``) on tf_plugin's ops, for ref and resource variables.
+
+``PowerSignOptimizer`` has tf.contrib.opt.PowerSignOptimizer's API and semantics. Both optimizers use
+``global_step``, when ``apply_gradients`` is given one, as the iteration count (read before the base class
+increments it); without it they keep their own count in a non-slot variable "iterations". Sparse gradients
+(``tf.IndexedSlices``) are densified (duplicate indices summed) and take the dense path; for PowerSign that equals
+tf.contrib's sparse update (m decays on every row, var moves only on rows with a non-zero gradient).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from tf_plugin import raw_ops
+from tf_plugin.signatures import FUSED_EMA_ADAM
+
+_FEA = {a.name: a.default for a in FUSED_EMA_ADAM.attrs}
+
+
+def _densify(values: tf.Tensor, indices: tf.Tensor, var) -> tf.Tensor:
+    rows = tf.shape(var, out_type=indices.dtype)[0]
+    return tf.math.unsorted_segment_sum(values, indices, rows)
+
+
+class _CountingOptimizer(tf.compat.v1.train.Optimizer):
+    """Exposes the iteration count (global_step, or our own) to the update as ``self._step_count``."""
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        grads_and_vars = tuple(grads_and_vars)
+        var_list = [v for g, v in grads_and_vars if g is not None]
+        if global_step is None:
+            with tf.init_scope():
+                first = min(var_list, key=lambda v: v.name) if var_list else None
+                counter = self._create_non_slot_variable(
+                    initial_value=tf.constant(0, tf.int64), name="iterations", colocate_with=first
+                )
+            self._own_counter = counter
+            self._step_count = tf.identity(counter) if tf.executing_eagerly() else counter.read_value()
+        else:
+            self._own_counter = None
+            self._step_count = tf.convert_to_tensor(global_step)
+        self._prepare_step()
+        return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def _prepare_step(self) -> None:
+        """Called with ``self._step_count`` set, before the updates are built."""
+
+    def _finish(self, update_ops, name_scope):
+        if self._own_counter is None:
+            return super()._finish(update_ops, name_scope)
+        with tf.control_dependencies(update_ops):
+            return tf.group(self._own_counter.assign_add(1), name=name_scope)
+
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        return self._apply_dense(_densify(grad.values, grad.indices, var), var)
+
+    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices, **kwargs):
+        return self._resource_apply_dense(_densify(grad, indices, handle), handle)
+
+
+class PowerSignOptimizer(_CountingOptimizer):
+    """tf.contrib.opt.PowerSignOptimizer on our fused op.
+
+    m_t = beta * m + (1 - beta) * g;   var -= lr * exp(logbase * sign_decay * sign(m_t) * sign(g)) * g,
+    with logbase = log(base) and sign_decay = sign_decay_fn(step) at the iteration count before the update
+    (1 without a decay function).
+
+    Args:
+      learning_rate: a float or a scalar tensor.   base: the base of the sign factor (> 0).
+      beta: the decay of the slot "m".   sign_decay_fn: ``fn(global_step) -> scalar`` (see tf_plugin.sign_decay).
+      use_locking: lock the variables during the update.   name: the optimizer's name.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float = 0.1,
+        base: float = math.e,
+        beta: float = 0.9,
+        sign_decay_fn: Callable | None = None,
+        use_locking: bool = False,
+        name: str = "PowerSign",
+    ):
+        super().__init__(use_locking, name)
+        if not base > 0:
+            raise ValueError(f"base must be > 0, got {base!r}")
+        self._lr, self._beta, self._logbase = learning_rate, beta, math.log(base)
+        self._sign_decay_fn = sign_decay_fn
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "m", self._name)
+
+    def _prepare_step(self):
+        decay = 1.0 if self._sign_decay_fn is None else self._sign_decay_fn(self._step_count)
+        self._sign_decay_t = tf.convert_to_tensor(decay, name="sign_decay")
+
+    def _scalars(self, dtype) -> dict:
+        return {
+            "lr": tf.cast(self._lr, dtype),
+            "logbase": tf.cast(self._logbase, dtype),
+            "sign_decay": tf.cast(self._sign_decay_t, dtype),
+            "beta": tf.cast(self._beta, dtype),
+        }
+
+    def _apply_dense(self, grad, var):
+        return raw_ops.ApplyPowerSign(
+            var=var, m=self.get_slot(var, "m"), grad=grad, use_locking=self._use_locking,
+            **self._scalars(var.dtype.base_dtype),
+        )
+
+    def _resource_apply_dense(self, grad, handle):
+        return raw_ops.ResourceApplyPowerSign(
+            var=handle.handle, m=self.get_slot(handle, "m").handle, grad=grad, use_locking=self._use_locking,
+            **self._scalars(grad.dtype.base_dtype),
+        )
+
+
+class FusedEmaAdamOptimizer(_CountingOptimizer):
+    """Adam/AdamW fused with an EMA of the weights (GE ApplyFusedEmaAdam); see tf_plugin.raw_ops for the formula.
+
+    step = iterations + 1 (iterations = global_step when given). Slots: "m" and "v" (zeros) and "s", the EMA,
+    which starts as a copy of the variable; ``get_slot(var, "s")`` is the averaged weight.
+
+    Args: as ``tf_plugin.raw_ops.ApplyFusedEmaAdam`` (mode 1 = AdamW, 0 = L2), plus learning_rate (a float or a
+    scalar tensor, fed to the op as a float32 tensor), use_locking and name.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        ema_decay: float = 0.9999,
+        weight_decay: float = 0.0,
+        mode: int = 1,
+        bias_correction: bool = True,
+        use_locking: bool = False,
+        name: str = "FusedEmaAdam",
+    ):
+        super().__init__(use_locking, name)
+        self._lr = learning_rate
+        self._attrs = {
+            "beta1": beta1, "beta2": beta2, "eps": epsilon, "ema_decay": ema_decay, "weight_decay": weight_decay,
+            "mode": mode, "bias_correction": bias_correction,
+        }
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "m", self._name)
+            self._zeros_slot(v, "v", self._name)
+            self._get_or_make_slot(v, _current_value(v), "s", self._name)
+
+    def _inputs(self) -> dict:
+        return {"step": tf.cast(self._step_count, tf.int64) + 1, "lr": tf.cast(self._lr, tf.float32), **self._attrs}
+
+    def _apply_dense(self, grad, var):
+        return raw_ops.ApplyFusedEmaAdam(
+            var=var, m=self.get_slot(var, "m"), v=self.get_slot(var, "v"), s=self.get_slot(var, "s"), grad=grad,
+            use_locking=self._use_locking, **self._inputs(),
+        )
+
+    def _resource_apply_dense(self, grad, handle):
+        return raw_ops.ResourceApplyFusedEmaAdam(
+            var=handle.handle, m=self.get_slot(handle, "m").handle, v=self.get_slot(handle, "v").handle,
+            s=self.get_slot(handle, "s").handle, grad=grad, use_locking=self._use_locking, **self._inputs(),
+        )
+
+
+def _current_value(var) -> tf.Tensor:
+    """The EMA slot's starting value: the variable's current value when eager; in a graph (where slots are made
+    before training) the variable's initial value, which its initializer and the slot's consume in one run."""
+    if tf.executing_eagerly() or tf.compat.v1.executing_eagerly_outside_functions():
+        with tf.init_scope():
+            return tf.identity(var)
+    return var.initial_value
