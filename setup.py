@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import os
+import platform
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
-OP_SOURCES = [
+# The framework-free kernels: the dispatcher (baseline ISA) and, on x86-64, one translation unit per SIMD path,
+# each compiled with its own instruction set (never -march=native: the wheel must run on any x86-64 CPU).
+KERNEL_SOURCES = ["kernels/dispatch.cc"]
+ISA_FLAGS: dict[str, list[str]] = {}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    ISA_FLAGS = {
+        "kernels/simd/avx2.cc": ["-mavx2", "-mf16c", "-mfma"],
+        "kernels/simd/avx512.cc": ["-mavx512f", "-mavx2", "-mf16c", "-mfma"],
+        "kernels/simd/avx512_bf16.cc": ["-mavx512f", "-mavx512bf16", "-mavx512dq", "-mavx512bw", "-mavx512vl",
+                                        "-mavx2", "-mf16c", "-mfma"],
+    }
+    KERNEL_SOURCES += list(ISA_FLAGS)
+
+OP_SOURCES = KERNEL_SOURCES + [
     "tf_plugin/cc/ops/power_sign_ops.cc",
     "tf_plugin/cc/ops/fused_ema_adam_ops.cc",
     "tf_plugin/cc/kernels/power_sign_kernels.cc",
     "tf_plugin/cc/kernels/fused_ema_adam_kernels.cc",
+    "tf_plugin/cc/isa_info.cc",
 ]
 # No FMA contraction: results must match stock TF (and the Ascend kernel's separate multiply and add) bit for bit.
 OPT_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-deprecated-declarations"]
@@ -35,9 +50,13 @@ class BuildTfOps(build_ext):
             self.copy_file(info, build_lib_info)
         original = self.compiler.compile
 
+        def compile_one(source, kwargs):
+            flags = ISA_FLAGS.get(os.path.relpath(source, here).replace(os.sep, "/"), [])
+            return original([source], **{**kwargs, "extra_postargs": list(kwargs.get("extra_postargs") or []) + flags})
+
         def parallel_compile(sources, **kwargs):
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-                parts = pool.map(lambda s: original([s], **kwargs), sources)
+                parts = pool.map(lambda s: compile_one(s, kwargs), sources)
                 return [obj for objs in parts for obj in objs]
 
         self.compiler.compile = parallel_compile

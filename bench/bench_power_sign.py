@@ -17,19 +17,25 @@ import tf_plugin
 from bench.timing import median_ms_interleaved
 
 
-def bench(dtype: tf.DType, size: int, repeats: int) -> dict:
+def candidates(size: int, dtype: tf.DType) -> dict:
+    """{"stock": fn, "ours": fn}: one ResourceApplyPowerSign call each, in a tf.function, on their own variables."""
     rng = np.random.default_rng(0)
-    var = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
-    m = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
     grad = tf.cast(rng.standard_normal(size), dtype)
     scalars = {k: tf.constant(v, dtype) for k, v in {"lr": 1e-3, "logbase": 1.0, "sign_decay": 0.5, "beta": 0.9}.items()}
     fns = {}
     for label, op in (("stock", tf.raw_ops.ResourceApplyPowerSign), ("ours", tf_plugin.raw_ops.ResourceApplyPowerSign)):
-        def call(op=op) -> None:
+        var = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
+        m = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
+
+        def call(op=op, var=var, m=m) -> None:
             op(var=var.handle, m=m.handle, grad=grad, **scalars)
 
         fns[label] = tf.function(call)
-    result = median_ms_interleaved(fns, repeats)
+    return fns
+
+
+def bench(dtype: tf.DType, size: int, repeats: int) -> dict:
+    result = median_ms_interleaved(candidates(size, dtype), repeats)
     bytes_moved = 5 * size * dtype.size  # read var, m, grad; write var, m
     return {"dtype": dtype.name, "size": size, **result, "speedup": result["stock"] / result["ours"],
             "ours_gb_s": bytes_moved / result["ours"] / 1e6}

@@ -29,20 +29,22 @@ inline float bits_float(uint32_t u) {
 }
 
 // half -> float, exact (every half is a float). Normals rebias the exponent; subnormals are renormalized through a
-// float subtraction; Inf/NaN keep their payload.
+// float subtraction; Inf/NaN keep their payload (NaNs made quiet). Bitwise equal to the F16C instruction.
 inline float half_to_float(half_t h) {
   const uint32_t shifted_exp = 0x7c00u << 13;
   uint32_t o = (static_cast<uint32_t>(h.bits) & 0x7fffu) << 13;
   const uint32_t exp = o & shifted_exp;
   o += (127u - 15u) << 23;
-  const uint32_t inf_nan = o + ((128u - 16u) << 23);
+  // Inf/NaN: max exponent; a NaN is made quiet (bit 22), as vcvtph2ps does.
+  const uint32_t inf_nan = (o + ((128u - 16u) << 23)) | ((o & 0x007fe000u) != 0 ? 0x00400000u : 0u);
   const float sub = bits_float(o + (1u << 23)) - bits_float(113u << 23);
   o = exp == shifted_exp ? inf_nan : o;
   o = exp == 0 ? float_bits(sub) : o;
   return bits_float(o | ((static_cast<uint32_t>(h.bits) & 0x8000u) << 16));
 }
 
-// float -> half, round to nearest, ties to even; overflow gives Inf, NaN stays a (quiet) NaN.
+// float -> half, round to nearest, ties to even; overflow gives Inf, NaN stays a quiet NaN. Bitwise equal to the
+// F16C / AVX-512 instruction with round-to-nearest-even.
 inline half_t float_to_half(float f) {
   uint32_t x = float_bits(f);
   const uint32_t sign = x & 0x80000000u;
@@ -52,7 +54,8 @@ inline half_t float_to_half(float f) {
   // Normal range: rebias and round half to even on the 13 dropped bits.
   const uint32_t odd = (x >> 13) & 1u;
   const uint32_t normal = (x + 0xc8000fffu + odd) >> 13;
-  const uint32_t big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN or Inf/overflow
+  // NaN: quiet, with the top of the payload (as vcvtps2ph does); Inf and overflow: Inf.
+  const uint32_t big = x > 0x7f800000u ? (0x7e00u | ((x >> 13) & 0x3ffu)) : 0x7c00u;
   uint32_t o = normal;  // independent selects, not nested ones, so that loops vectorize
   o = x < 0x38800000u ? sub : o;
   o = x >= 0x47800000u ? big : o;

@@ -14,19 +14,9 @@
 #include <cstdint>
 
 #include "kernels/float_types.h"
+#include "kernels/fused_ema_adam_scalars.h"
 
 namespace tfp_kernels {
-
-struct FusedEmaAdamScalars {
-  float lr;
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float inv_c1, inv_c2;  // 1 / bias corrections, as the Ascend kernel multiplies by them
-  float eps;
-  float weight_decay;
-  float ema_decay, one_minus_ema_decay;
-  bool decoupled;  // mode 1 (AdamW); mode 0 adds weight_decay * var to the gradient (L2)
-};
 
 // Per-call scalars. The bias-correction powers are computed in float32 from the step, as on Ascend.
 inline FusedEmaAdamScalars make_fused_ema_adam_scalars(float lr, float ema_decay, float beta1, float beta2, float eps,
@@ -65,7 +55,8 @@ void fused_ema_adam_loop(const T* __restrict grad, T* __restrict var, T* __restr
   }
 }
 
-// Updates elements [begin, end) of var, m, v and s in place. T is half_t, bfloat16_t or float.
+// The portable loop (and the reference the SIMD paths are tested against): updates [begin, end) of var, m, v, s.
+// T is half_t, bfloat16_t or float.
 template <typename T>
 void fused_ema_adam_range(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& k, int64_t begin,
                           int64_t end) {
@@ -75,5 +66,13 @@ void fused_ema_adam_range(const T* grad, T* var, T* m, T* v, T* s, const FusedEm
     fused_ema_adam_loop<T, false>(grad, var, m, v, s, k, begin, end);
   }
 }
+
+// Updates [begin, end) of var, m, v and s in place on the instruction-set path in use (kernels/isa.h).
+void fused_ema_adam_update(const float* grad, float* var, float* m, float* v, float* s, const FusedEmaAdamScalars& k,
+                           int64_t begin, int64_t end);
+void fused_ema_adam_update(const half_t* grad, half_t* var, half_t* m, half_t* v, half_t* s,
+                           const FusedEmaAdamScalars& k, int64_t begin, int64_t end);
+void fused_ema_adam_update(const bfloat16_t* grad, bfloat16_t* var, bfloat16_t* m, bfloat16_t* v, bfloat16_t* s,
+                           const FusedEmaAdamScalars& k, int64_t begin, int64_t end);
 
 }  // namespace tfp_kernels

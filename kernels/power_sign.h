@@ -9,20 +9,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/float_types.h"
+#include "kernels/power_sign_scalars.h"
 
 namespace tfp_kernels {
-
-template <typename C>
-struct PowerSignScalars {
-  C lr;
-  C beta;
-  C one_minus_beta;
-  C scale_neg;   // exp(logbase * sign_decay * -1)
-  C scale_zero;  // exp(logbase * sign_decay * 0): 1 unless the product is Inf or NaN
-  C scale_pos;   // exp(logbase * sign_decay * +1)
-};
 
 // Per-call scalars, computed in C (float32 for 16-bit and float storage, float64 for double).
 template <typename C>
@@ -31,34 +24,40 @@ PowerSignScalars<C> make_power_sign_scalars(C lr, C logbase, C sign_decay, C bet
   return {lr, beta, C(1) - beta, std::exp(k * C(-1)), std::exp(k * C(0)), std::exp(k * C(1))};
 }
 
-// sign(x) as -1, 0 or +1; NaN stays NaN, as in TensorFlow's Eigen sign (so a NaN m or grad makes var NaN).
-// Written as independent selects (no nested conditionals) so that the compiler if-converts and vectorizes it.
-template <typename C>
-inline C sign_of(C x) {
-  C r = x;                  // 0, -0 and NaN map to themselves
-  r = x > C(0) ? C(1) : r;
-  r = x < C(0) ? C(-1) : r;
-  return r;
-}
-
-// Updates elements [begin, end) of var and m in place.
+// The portable loop (and the reference the SIMD paths are tested against): updates [begin, end) of var and m.
 template <typename T>
 void power_sign_range(T* __restrict var, T* __restrict m, const T* __restrict grad,
                       const PowerSignScalars<compute_t<T>>& s, int64_t begin, int64_t end) {
   using C = compute_t<T>;
+  using Bits = std::conditional_t<sizeof(C) == 8, uint64_t, uint32_t>;
   const C beta = s.beta, one_minus_beta = s.one_minus_beta, lr = s.lr;
   const C neg = s.scale_neg, zero = s.scale_zero, pos = s.scale_pos;
   for (int64_t i = begin; i < end; ++i) {
     const C g = widen(grad[i]);
     const C m_t = beta * widen(m[i]) + one_minus_beta * g;
-    const C sign_gm = sign_of(m_t) * sign_of(g);
-    C scale = sign_gm;  // NaN stays NaN
-    scale = sign_gm == C(0) ? zero : scale;
-    scale = sign_gm > C(0) ? pos : scale;
-    scale = sign_gm < C(0) ? neg : scale;
+    // exp(k * sign(m_t) * sign(g)) from the three precomputed values, as independent selects (so that the loop
+    // vectorizes): scale_zero where m_t or g is zero, scale_neg or scale_pos by whether their signs differ, and a
+    // NaN m_t (a NaN m or grad makes one) passes through. The same steps as kernels/simd/bodies.h.
+    Bits mb, gb;
+    std::memcpy(&mb, &m_t, sizeof(mb));
+    std::memcpy(&gb, &g, sizeof(gb));
+    C scale = ((mb ^ gb) >> (8 * sizeof(Bits) - 1)) != 0 ? neg : pos;
+    scale = (m_t != C(0)) & (g != C(0)) ? scale : zero;
+    scale = m_t != m_t ? m_t : scale;
     m[i] = narrow<T>(m_t);
     var[i] = narrow<T>(widen(var[i]) - (scale * g) * lr);
   }
 }
+
+// Updates [begin, end) of var and m in place on the instruction-set path in use (kernels/isa.h). float64 always
+// runs the portable loop.
+void power_sign_update(float* var, float* m, const float* grad, const PowerSignScalars<float>& s, int64_t begin,
+                       int64_t end);
+void power_sign_update(half_t* var, half_t* m, const half_t* grad, const PowerSignScalars<float>& s, int64_t begin,
+                       int64_t end);
+void power_sign_update(bfloat16_t* var, bfloat16_t* m, const bfloat16_t* grad, const PowerSignScalars<float>& s,
+                       int64_t begin, int64_t end);
+void power_sign_update(double* var, double* m, const double* grad, const PowerSignScalars<double>& s, int64_t begin,
+                       int64_t end);
 
 }  // namespace tfp_kernels

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 op_library = _loader.load()
 library_path = _loader.library_path
+isa = _loader.isa
 
 from tf_plugin import raw_ops
 
@@ -25,4 +26,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'tf_plugin' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "compat", "library_path", "op_library", "optimizers", "raw_ops", "sign_decay"]
+__all__ = ["__version__", "compat", "isa", "library_path", "op_library", "optimizers", "raw_ops", "sign_decay"]

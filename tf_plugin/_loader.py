@@ -36,3 +36,13 @@ def _check_tf_version() -> None:
 def load() -> types.ModuleType:
     _check_tf_version()
     return tf.load_op_library(library_path())
+
+
+def isa() -> str:
+    """The SIMD path the kernels run on in this process: "avx512", "avx2" or "portable" (TF_PLUGIN_ISA can force a
+    lower one)."""
+    import ctypes
+
+    lib = ctypes.CDLL(library_path())  # the library TF already loaded: same handle, same choice
+    lib.tf_plugin_active_isa.restype = ctypes.c_char_p
+    return lib.tf_plugin_active_isa().decode()

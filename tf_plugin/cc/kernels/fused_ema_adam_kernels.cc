@@ -61,7 +61,7 @@ class FusedEmaAdamOp : public OpKernel {
     S* v_p = StoragePtr<T>(state[2]);
     S* s_p = StoragePtr<T>(state[3]);
     ParallelForRange(ctx, grad.NumElements(), 9 * sizeof(T), [&](int64_t begin, int64_t end) {
-      tfp_kernels::fused_ema_adam_range(grad_p, var_p, m_p, v_p, s_p, scalars, begin, end);
+      tfp_kernels::fused_ema_adam_update(grad_p, var_p, m_p, v_p, s_p, scalars, begin, end);
     });
     if (ctx->input_dtype(0) != tensorflow::DT_RESOURCE) ctx->forward_ref_input_to_ref_output(0, 0);
   }

@@ -52,7 +52,7 @@ class PowerSignOp : public OpKernel {
     S* m_p = StoragePtr<T>(m);
     const S* grad_p = StoragePtr<T>(grad);
     ParallelForRange(ctx, var.NumElements(), 5 * sizeof(T), [&](int64_t begin, int64_t end) {
-      tfp_kernels::power_sign_range(var_p, m_p, grad_p, scalars, begin, end);
+      tfp_kernels::power_sign_update(var_p, m_p, grad_p, scalars, begin, end);
     });
     if (ctx->input_dtype(0) != tensorflow::DT_RESOURCE) ctx->forward_ref_input_to_ref_output(0, 0);
   }

@@ -1,0 +1,153 @@
+"""Speed of tf_plugin's fused kernels against stock TensorFlow, side by side in one process (issue 6's table).
+
+For each row, the candidates are called in alternation (bench/timing.py) together with the machine's practical
+limit: a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py). Prints the
+table with speedups, targets, GB/s and the fraction of the RMW copy reached, and the ISA path in use; then sweeps
+sizes from 1K to 64M elements and writes a PNG of time per element (bench/results/speed.png) and JSON.
+
+    python -m bench.bench_speed                    # table at 16M elements, then the sweep
+    python -m bench.bench_speed --no-sweep --size 1048576 --repeats 5      # quick (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import tf_plugin
+from bench import bench_fused_ema_adam, bench_power_sign
+from bench.rmw_reference import RmwCopy
+from bench.timing import median_ms_interleaved
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+SMALL = 1024
+
+# (label, op, dtype, comparator, target speedup). PowerSign moves 5 streams (3 read, 2 written), FusedEmaAdam 9.
+ROWS = [
+    ("ResourceApplyPowerSign float32", "power_sign", tf.float32, "stock", 2.8),
+    ("ResourceApplyPowerSign float16", "power_sign", tf.float16, "stock", 6.0),
+    ("ResourceApplyPowerSign bfloat16", "power_sign", tf.bfloat16, "stock", 12.0),
+    ("FusedEmaAdam float32 vs stock AdamW+Adam+EMA", "fused_ema_adam", tf.float32, "stock", 3.0),
+    ("FusedEmaAdam float32 vs Keras AdamW(use_ema)", "fused_ema_adam", tf.float32, "keras", 5.0),
+]
+STREAMS = {"power_sign": (2, 5), "fused_ema_adam": (4, 9)}  # (written arrays, total streams)
+
+
+def candidates(op: str, size: int, dtype: tf.DType, with_limit: bool = True) -> dict:
+    fns = (bench_power_sign.candidates if op == "power_sign" else bench_fused_ema_adam.candidates)(size, dtype)
+    if with_limit:
+        fns["limit"] = RmwCopy(size, STREAMS[op][0], dtype.size)
+    return fns
+
+
+def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict) -> dict:
+    """Median ms of every candidate for one (op, size, dtype); shared by the rows that compare different ones."""
+    key = (op, size, dtype.name)
+    if key not in cache:
+        cache[key] = median_ms_interleaved(candidates(op, size, dtype), repeats)
+    return cache[key]
+
+
+def table(size: int, repeats: int) -> list[dict]:
+    cache: dict = {}
+    rows = []
+    for label, op, dtype, other, target in ROWS:
+        ms = measure(op, size, dtype, repeats, cache)
+        streams = STREAMS[op][1]
+        rows.append({
+            "work": label, "size": size, "stock_label": other, "stock_ms": ms[other], "ours_ms": ms["ours"],
+            "speedup": ms[other] / ms["ours"], "target": target,
+            "gb_s": streams * size * dtype.size / ms["ours"] / 1e6, "of_limit": ms["limit"] / ms["ours"],
+        })
+    small_repeats = max(repeats * 20, 200)
+    for label, op, other in (("PowerSign float32, 1,024 elements", "power_sign", "stock"),
+                             ("FusedEmaAdam float32, 1,024 elements", "fused_ema_adam", "stock")):
+        ms = median_ms_interleaved(candidates(op, SMALL, tf.float32, with_limit=False), small_repeats)
+        rows.append({"work": label, "size": SMALL, "stock_label": other, "stock_ms": ms[other], "ours_ms": ms["ours"],
+                     "speedup": ms[other] / ms["ours"], "target": 1.0, "gb_s": None, "of_limit": None})
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"kernels' ISA path: {tf_plugin.isa()}")
+    print("| work | size | stock ms | ours ms | speedup | target | met | ours GB/s | of RMW copy |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        gb = f"{r['gb_s']:.1f}" if r["gb_s"] is not None else "-"
+        of = f"{100 * r['of_limit']:.0f}%" if r["of_limit"] is not None else "-"
+        met = "yes" if r["speedup"] >= r["target"] else "NO"
+        print(f"| {r['work']} | {r['size']:,} | {r['stock_ms']:.3f} | {r['ours_ms']:.3f} | {r['speedup']:.2f}x | "
+              f">= {r['target']:g}x | {met} | {gb} | {of} |")
+
+
+SWEEP_SIZES = [1 << k for k in range(10, 27, 2)]  # 1K .. 64M
+
+
+def sweep(repeats: int) -> list[dict]:
+    points = []
+    for size in SWEEP_SIZES:
+        reps = max(3, min(200, int(repeats * (1 << 22) / size)))
+        for op, dtypes in (("power_sign", (tf.float32, tf.float16, tf.bfloat16)), ("fused_ema_adam", (tf.float32,))):
+            for dtype in dtypes:
+                ms = median_ms_interleaved(candidates(op, size, dtype), reps)
+                for name, value in ms.items():
+                    points.append({"op": op, "dtype": dtype.name, "size": size, "who": name,
+                                   "ns_per_element": 1e6 * value / size})
+        print(f"  swept {size:,} elements")
+    return points
+
+
+def plot(points: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("power_sign", "float32"), ("power_sign", "float16"), ("power_sign", "bfloat16"),
+              ("fused_ema_adam", "float32")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(18, 4.2), sharey=False)
+    for ax, (op, dtype) in zip(axes, panels):
+        whos = sorted({p["who"] for p in points if p["op"] == op and p["dtype"] == dtype})
+        for who in whos:
+            sel = [p for p in points if p["op"] == op and p["dtype"] == dtype and p["who"] == who]
+            style = {"limit": dict(linestyle="--", color="gray"), "ours": dict(linewidth=2.2)}.get(who, {})
+            label = {"limit": "RMW copy (limit)", "stock": "stock TF", "keras": "Keras AdamW(use_ema)"}.get(who, who)
+            ax.plot([p["size"] for p in sel], [p["ns_per_element"] for p in sel], marker="o", label=label, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("elements")
+        ax.set_ylabel("ns per element")
+        ax.set_title(f"{'PowerSign' if op == 'power_sign' else 'FusedEmaAdam'} {dtype}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=16 * 1024 * 1024)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--no-sweep", action="store_true", help="only the table")
+    args = parser.parse_args()
+    os.makedirs(RESULTS, exist_ok=True)
+    print(f"{os.cpu_count()} CPUs; medians of {args.repeats} alternating calls in tf.functions")
+    rows = table(args.size, args.repeats)
+    print_table(rows)
+    result = {"isa": tf_plugin.isa(), "rows": rows}
+    if not args.no_sweep:
+        result["sweep"] = sweep(max(3, args.repeats // 2))
+        png = os.path.join(RESULTS, "speed.png")
+        plot(result["sweep"], png)
+        print(f"wrote {png}")
+    with open(os.path.join(RESULTS, f"speed_{args.size}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()

@@ -1,0 +1,16 @@
+// PowerSign's per-call scalars: plain data, shared by the portable loop and the SIMD paths.
+#pragma once
+
+namespace tfp_kernels {
+
+template <typename C>
+struct PowerSignScalars {
+  C lr;
+  C beta;
+  C one_minus_beta;
+  C scale_neg;   // exp(logbase * sign_decay * -1)
+  C scale_zero;  // exp(logbase * sign_decay * 0): 1 unless the product is Inf or NaN
+  C scale_pos;   // exp(logbase * sign_decay * +1)
+};
+
+}  // namespace tfp_kernels

@@ -1,0 +1,15 @@
+// The AVX-512F path with the AVX512_BF16 conversion (vcvtneps2bf16) for bfloat16 stores. Compiled with -mavx512f
+// -mavx512bf16 -mavx512dq (see setup.py / BUILD); called only when CPUID has all three.
+#include "kernels/simd/kernel_table.h"
+
+#define TFP_SIMD_NS avx512bf16
+#include "kernels/simd/vec_avx512.h"
+
+namespace tfp_kernels {
+namespace avx512bf16 {
+#include "kernels/simd/bodies.h"
+}  // namespace avx512bf16
+
+const KernelTable kAvx512Bf16Kernels = avx512bf16::kTable;
+
+}  // namespace tfp_kernels

@@ -1,0 +1,74 @@
+// 16 float32 lanes on AVX-512F, with loads and stores of each storage type. Only for kernels/simd/avx512*.cc, which
+// define TFP_SIMD_NS (the namespace, one per path) and are compiled with -mavx512f (and, for the bf16 variant,
+// -mavx512bf16 -mavx512dq). Half conversions use vcvtph2ps / vcvtps2ph (round to nearest even). bfloat16 stores
+// use vcvtneps2bf16 where available; it flushes float32 subnormals to zero (bfloat16 can hold them), so a vector
+// holding a subnormal takes the integer rounding instead, which every other path uses.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/float_types.h"
+
+namespace tfp_kernels::TFP_SIMD_NS {
+
+struct Vec {
+  static constexpr int kWidth = 16;
+  using Mask = __mmask16;
+  __m512 v;
+};
+
+inline Vec set1(float x) { return {_mm512_set1_ps(x)}; }
+inline Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+inline Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
+// Lanes where neither a nor b is zero (NaN counts as non-zero).
+inline Vec::Mask both_nonzero(Vec a, Vec b) {
+  const __m512 zero = _mm512_setzero_ps();
+  return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a.v, zero, _CMP_NEQ_UQ), b.v, zero, _CMP_NEQ_UQ);
+}
+// Lanes where the sign bits of a and b differ.
+inline Vec::Mask signs_differ(Vec a, Vec b) {
+  const __m512i x = _mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_castps_si512(b.v));
+  return _mm512_test_epi32_mask(x, _mm512_set1_epi32(INT32_MIN));
+}
+inline Vec::Mask is_nan(Vec a) { return _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q); }
+// where(mask, a, b): a in the lanes of mask, b elsewhere.
+inline Vec where(Vec::Mask mask, Vec a, Vec b) { return {_mm512_mask_blend_ps(mask, b.v, a.v)}; }
+
+inline Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline Vec load(const half_t* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
+inline Vec load(const bfloat16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))};
+}
+
+inline void store(float* p, Vec a) { _mm512_storeu_ps(p, a.v); }
+inline void store(half_t* p, Vec a) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+inline void store_bfloat16_rounding_in_integers(bfloat16_t* p, Vec a) {
+  const __m512i x = _mm512_castps_si512(a.v);
+  const __m512i high = _mm512_srli_epi32(x, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+  const __m512i bits = _mm512_mask_or_epi32(rounded, is_nan(a), high, _mm512_set1_epi32(0x40));  // quiet NaN
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512DQ__)
+inline void store(bfloat16_t* p, Vec a) {
+  if (__builtin_expect(_mm512_fpclass_ps_mask(a.v, 0x20) != 0, 0)) {  // 0x20: subnormal
+    store_bfloat16_rounding_in_integers(p, a);
+    return;
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
+}
+#else
+inline void store(bfloat16_t* p, Vec a) { store_bfloat16_rounding_in_integers(p, a); }
+#endif
+
+}  // namespace tfp_kernels::TFP_SIMD_NS
