@@ -1,7 +1,9 @@
 """Speed of tf_plugin's fused kernels against stock TensorFlow, side by side in one process (issue 6's table).
 
-For each row, the candidates are called in alternation (bench/timing.py) together with the machine's practical
-limit: a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py). Prints the
+For each row, the candidates are called in alternation (bench/timing.py); the machine's practical limit, a
+vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py), is timed in the same
+run just before them, on its own (TensorFlow's pool threads spin for a while after each op, which would slow
+threads started next to them, so interleaving would understate the limit). Prints the
 table with speedups, targets, GB/s and the fraction of the RMW copy reached, and the ISA path in use; then sweeps
 sizes from 1K to 64M elements and writes a PNG of time per element (bench/results/speed.png) and JSON.
 
@@ -20,7 +22,7 @@ import tensorflow as tf
 
 import tf_plugin
 from bench import bench_fused_ema_adam, bench_power_sign
-from bench.rmw_reference import RmwCopy
+from bench.rmw_reference import rmw_ms
 from bench.timing import median_ms_interleaved
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -37,18 +39,20 @@ ROWS = [
 STREAMS = {"power_sign": (2, 5), "fused_ema_adam": (4, 9)}  # (written arrays, total streams)
 
 
-def candidates(op: str, size: int, dtype: tf.DType, with_limit: bool = True) -> dict:
-    fns = (bench_power_sign.candidates if op == "power_sign" else bench_fused_ema_adam.candidates)(size, dtype)
-    if with_limit:
-        fns["limit"] = RmwCopy(size, STREAMS[op][0], dtype.size)
-    return fns
+def candidates(op: str, size: int, dtype: tf.DType) -> dict:
+    return (bench_power_sign.candidates if op == "power_sign" else bench_fused_ema_adam.candidates)(size, dtype)
 
 
-def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict) -> dict:
-    """Median ms of every candidate for one (op, size, dtype); shared by the rows that compare different ones."""
+def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict | None = None) -> dict:
+    """Median ms of the RMW-copy limit and of every candidate for one (op, size, dtype), cached for the rows that
+    compare different candidates of the same measurement."""
     key = (op, size, dtype.name)
-    if key not in cache:
-        cache[key] = median_ms_interleaved(candidates(op, size, dtype), repeats)
+    if cache is None or key not in cache:
+        limit = rmw_ms(size, STREAMS[op][0], dtype.size, repeats)
+        result = {"limit": limit, **median_ms_interleaved(candidates(op, size, dtype), repeats)}
+        if cache is None:
+            return result
+        cache[key] = result
     return cache[key]
 
 
@@ -66,7 +70,7 @@ def table(size: int, repeats: int) -> list[dict]:
     small_repeats = max(repeats * 20, 200)
     for label, op, other in (("PowerSign float32, 1,024 elements", "power_sign", "stock"),
                              ("FusedEmaAdam float32, 1,024 elements", "fused_ema_adam", "stock")):
-        ms = median_ms_interleaved(candidates(op, SMALL, tf.float32, with_limit=False), small_repeats)
+        ms = median_ms_interleaved(candidates(op, SMALL, tf.float32), small_repeats)
         rows.append({"work": label, "size": SMALL, "stock_label": other, "stock_ms": ms[other], "ours_ms": ms["ours"],
                      "speedup": ms[other] / ms["ours"], "target": 1.0, "gb_s": None, "of_limit": None})
     return rows
@@ -93,7 +97,7 @@ def sweep(repeats: int) -> list[dict]:
         reps = max(3, min(200, int(repeats * (1 << 22) / size)))
         for op, dtypes in (("power_sign", (tf.float32, tf.float16, tf.bfloat16)), ("fused_ema_adam", (tf.float32,))):
             for dtype in dtypes:
-                ms = median_ms_interleaved(candidates(op, size, dtype), reps)
+                ms = measure(op, size, dtype, reps)
                 for name, value in ms.items():
                     points.append({"op": op, "dtype": dtype.name, "size": size, "who": name,
                                    "ns_per_element": 1e6 * value / size})
@@ -114,8 +118,10 @@ def plot(points: list[dict], path: str) -> None:
         whos = sorted({p["who"] for p in points if p["op"] == op and p["dtype"] == dtype})
         for who in whos:
             sel = [p for p in points if p["op"] == op and p["dtype"] == dtype and p["who"] == who]
-            style = {"limit": dict(linestyle="--", color="gray"), "ours": dict(linewidth=2.2)}.get(who, {})
-            label = {"limit": "RMW copy (limit)", "stock": "stock TF", "keras": "Keras AdamW(use_ema)"}.get(who, who)
+            style = {"limit": {"linestyle": "--", "color": "gray"}, "ours": {"linewidth": 2.2, "color": "tab:blue"},
+                     "stock": {"color": "tab:orange"}, "keras": {"color": "tab:green"}}[who]
+            stock = "stock AdamW+Adam+EMA" if op == "fused_ema_adam" else "stock TF"
+            label = {"limit": "RMW copy (limit)", "stock": stock, "keras": "Keras AdamW(use_ema)"}.get(who, who)
             ax.plot([p["size"] for p in sel], [p["ns_per_element"] for p in sel], marker="o", label=label, **style)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

@@ -29,14 +29,25 @@ def _library() -> ctypes.CDLL:
     return _LIB
 
 
+def _aligned_ones(size: int, dtype) -> np.ndarray:
+    """64-byte aligned, as TensorFlow's allocator aligns tensors."""
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.ones(size + 64 // itemsize, dtype)
+    offset = (-raw.ctypes.data % 64) // itemsize
+    return raw[offset:offset + size]
+
+
 class RmwCopy:
     """A callable doing one RMW pass over `writes` state arrays and one read-only array of `size` elements."""
 
     def __init__(self, size: int, writes: int, element_size: int, threads: int | None = None):
         dtype = np.float32 if element_size == 4 else np.uint16
-        self.arrays = [np.ones(size, dtype) for _ in range(writes + 1)]
+        self.arrays = [_aligned_ones(size, dtype) for _ in range(writes + 1)]
         self.pointers = (ctypes.c_void_p * len(self.arrays))(*[a.ctypes.data for a in self.arrays])
-        self.args = (self.pointers, writes, size, element_size, threads or os.cpu_count() or 1)
+        if threads is None:  # the kernels' cost model: small updates run on one thread (tf_plugin/cc/kernels/sharding.h)
+            small = size * element_size * (2 * writes + 1) <= 256 * 1024
+            threads = 1 if small else os.cpu_count() or 1
+        self.args = (self.pointers, writes, size, element_size, threads)
         self.lib = _library()
 
     def __call__(self) -> None:

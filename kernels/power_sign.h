@@ -21,13 +21,19 @@ namespace tfp_kernels {
 template <typename C>
 PowerSignScalars<C> make_power_sign_scalars(C lr, C logbase, C sign_decay, C beta) {
   const C k = logbase * sign_decay;
-  return {lr, beta, C(1) - beta, std::exp(k * C(-1)), std::exp(k * C(0)), std::exp(k * C(1))};
+  const C neg = std::exp(k * C(-1)), zero = std::exp(k * C(0)), pos = std::exp(k * C(1));
+  const bool finite = std::isfinite(neg) && std::isfinite(zero) && std::isfinite(pos);
+  return {lr, beta, C(1) - beta, neg, zero, pos, finite};
 }
 
-// The portable loop (and the reference the SIMD paths are tested against): updates [begin, end) of var and m.
-template <typename T>
-void power_sign_range(T* __restrict var, T* __restrict m, const T* __restrict grad,
-                      const PowerSignScalars<compute_t<T>>& s, int64_t begin, int64_t end) {
+// exp(k * sign(m_t) * sign(g)) picked from the three precomputed values, as independent selects (so that the loop
+// vectorizes), in the same steps as kernels/simd/bodies.h: scale_neg or scale_pos by whether the signs of m_t and g
+// differ; then, where m_t is zero or NaN, m_t + scale_zero (scale_zero itself, or the NaN that a NaN m or grad
+// makes). With finite scales a zero g needs no test: scale * (+-0) is +-0 for any positive finite scale. Otherwise
+// (an Inf or NaN scale) a zero g also takes scale_zero, as sign(g) = 0 does in the formula.
+template <bool kFiniteScales, typename T>
+void power_sign_loop(T* __restrict var, T* __restrict m, const T* __restrict grad,
+                     const PowerSignScalars<compute_t<T>>& s, int64_t begin, int64_t end) {
   using C = compute_t<T>;
   using Bits = std::conditional_t<sizeof(C) == 8, uint64_t, uint32_t>;
   const C beta = s.beta, one_minus_beta = s.one_minus_beta, lr = s.lr;
@@ -35,17 +41,25 @@ void power_sign_range(T* __restrict var, T* __restrict m, const T* __restrict gr
   for (int64_t i = begin; i < end; ++i) {
     const C g = widen(grad[i]);
     const C m_t = beta * widen(m[i]) + one_minus_beta * g;
-    // exp(k * sign(m_t) * sign(g)) from the three precomputed values, as independent selects (so that the loop
-    // vectorizes): scale_zero where m_t or g is zero, scale_neg or scale_pos by whether their signs differ, and a
-    // NaN m_t (a NaN m or grad makes one) passes through. The same steps as kernels/simd/bodies.h.
     Bits mb, gb;
     std::memcpy(&mb, &m_t, sizeof(mb));
     std::memcpy(&gb, &g, sizeof(gb));
     C scale = ((mb ^ gb) >> (8 * sizeof(Bits) - 1)) != 0 ? neg : pos;
-    scale = (m_t != C(0)) & (g != C(0)) ? scale : zero;
-    scale = m_t != m_t ? m_t : scale;
+    if constexpr (!kFiniteScales) scale = g == C(0) ? zero : scale;
+    scale = (m_t == C(0)) | (m_t != m_t) ? m_t + zero : scale;
     m[i] = narrow<T>(m_t);
     var[i] = narrow<T>(widen(var[i]) - (scale * g) * lr);
+  }
+}
+
+// The portable loop (and the reference the SIMD paths are tested against): updates [begin, end) of var and m.
+template <typename T>
+void power_sign_range(T* var, T* m, const T* grad, const PowerSignScalars<compute_t<T>>& s, int64_t begin,
+                      int64_t end) {
+  if (s.finite_scales) {
+    power_sign_loop<true>(var, m, grad, s, begin, end);
+  } else {
+    power_sign_loop<false>(var, m, grad, s, begin, end);
   }
 }
 

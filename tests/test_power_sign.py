@@ -234,3 +234,20 @@ def test_nan_and_inf_propagate_like_stock():
     stock = run_resource(tf.raw_ops.ResourceApplyPowerSign, var0, m0, [g], h, "float32")
     for a, b in zip(ours, stock):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("logbase", [200.0, -200.0, np.inf, np.nan], ids=["pos-inf", "neg-inf", "inf", "nan"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_non_finite_scales_match_stock(dtype, logbase):
+    """exp(logbase * sign_decay) overflowing (or NaN): a zero grad must still see exp(0 * k), as in stock."""
+    rng = np.random.default_rng(17)
+    var0, m0 = random_tensor(rng, (257,), dtype), random_tensor(rng, (257,), dtype)
+    g = random_tensor(rng, (257,), dtype)
+    g[::5] = 0.0
+    m0[1::7] = 0.0
+    h = {"lr": 0.01, "logbase": logbase, "sign_decay": 1.0 if dtype == "float32" else 4.0, "beta": 0.5}
+    ours = run_resource(tf_plugin.raw_ops.ResourceApplyPowerSign, var0, m0, [g], h, dtype)
+    stock = run_resource(tf.raw_ops.ResourceApplyPowerSign, var0, m0, [g], h, dtype)
+    for a, b in zip(ours, stock):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-6)

@@ -18,36 +18,45 @@ struct PowerSignVecs {
         zero(set1(s.scale_zero)), pos(set1(s.scale_pos)) {}
 };
 
-// One vector of PowerSign. The scale exp(k * sign(m_t) * sign(g)) is picked from the three precomputed values:
-// scale_zero where m_t or g is zero, else scale_neg or scale_pos by whether their signs differ; a NaN m_t (which a
-// NaN m or grad makes) passes through as the scale.
-template <typename T>
+// One vector of PowerSign, in the steps of power_sign_loop (kernels/power_sign.h): scale_neg or scale_pos by whether
+// the signs of m_t and g differ; where g is zero (only needed when a scale is not finite) scale_zero; where m_t is
+// zero or NaN, m_t + scale_zero.
+template <bool kFiniteScales, typename T>
 inline void power_sign_vector(T* var, T* m, const T* grad, const PowerSignVecs& k) {
   const Vec g = load(grad);
   const Vec m_t = k.beta * load(m) + k.one_minus_beta * g;
   Vec scale = where(signs_differ(m_t, g), k.neg, k.pos);
-  scale = where(both_nonzero(m_t, g), scale, k.zero);
-  scale = where(is_nan(m_t), m_t, scale);
+  if constexpr (!kFiniteScales) scale = where(is_zero(g), k.zero, scale);
+  scale = add_where(zero_or_nan(m_t), m_t, k.zero, scale);
   store(m, m_t);
   store(var, load(var) - (scale * g) * k.lr);
 }
 
-template <typename T>
-void power_sign(T* var, T* m, const T* grad, const PowerSignScalars<float>& s, int64_t begin, int64_t end) {
+template <bool kFiniteScales, typename T>
+void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs& k, int64_t begin, int64_t end) {
   constexpr int W = Vec::kWidth;
-  const PowerSignVecs k(s);
   int64_t i = begin;
 #pragma GCC unroll 2
-  for (; i + W <= end; i += W) power_sign_vector(var + i, m + i, grad + i, k);
+  for (; i + W <= end; i += W) power_sign_vector<kFiniteScales>(var + i, m + i, grad + i, k);
   if (i < end) {
     const int64_t n = end - i;
     T tv[W] = {}, tm[W] = {}, tg[W] = {};
     copy_elements(tv, var + i, n, sizeof(T));
     copy_elements(tm, m + i, n, sizeof(T));
     copy_elements(tg, grad + i, n, sizeof(T));
-    power_sign_vector(tv, tm, tg, k);
+    power_sign_vector<kFiniteScales>(tv, tm, tg, k);
     copy_elements(var + i, tv, n, sizeof(T));
     copy_elements(m + i, tm, n, sizeof(T));
+  }
+}
+
+template <typename T>
+void power_sign(T* var, T* m, const T* grad, const PowerSignScalars<float>& s, int64_t begin, int64_t end) {
+  const PowerSignVecs k(s);
+  if (s.finite_scales) {
+    power_sign_loop<true>(var, m, grad, k, begin, end);
+  } else {
+    power_sign_loop<false>(var, m, grad, k, begin, end);
   }
 }
 

@@ -23,10 +23,11 @@ inline Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
 inline Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
 inline Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
 inline Vec sqrt(Vec a) { return {_mm256_sqrt_ps(a.v)}; }
-// Lanes where neither a nor b is zero (NaN counts as non-zero).
-inline Vec::Mask both_nonzero(Vec a, Vec b) {
-  const __m256 zero = _mm256_setzero_ps();
-  return _mm256_and_ps(_mm256_cmp_ps(a.v, zero, _CMP_NEQ_UQ), _mm256_cmp_ps(b.v, zero, _CMP_NEQ_UQ));
+inline Vec::Mask is_zero(Vec a) { return _mm256_cmp_ps(a.v, _mm256_setzero_ps(), _CMP_EQ_OQ); }
+inline Vec::Mask zero_or_nan(Vec a) { return _mm256_cmp_ps(a.v, _mm256_setzero_ps(), _CMP_EQ_UQ); }
+// a + b in the lanes of mask, src elsewhere.
+inline Vec add_where(Vec::Mask mask, Vec a, Vec b, Vec src) {
+  return {_mm256_blendv_ps(src.v, _mm256_add_ps(a.v, b.v), mask)};
 }
 // Lanes where the sign bits of a and b differ (blendv reads only the sign bit of a mask lane).
 inline Vec::Mask signs_differ(Vec a, Vec b) { return _mm256_xor_ps(a.v, b.v); }

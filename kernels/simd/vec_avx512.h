@@ -25,11 +25,10 @@ inline Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
-// Lanes where neither a nor b is zero (NaN counts as non-zero).
-inline Vec::Mask both_nonzero(Vec a, Vec b) {
-  const __m512 zero = _mm512_setzero_ps();
-  return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a.v, zero, _CMP_NEQ_UQ), b.v, zero, _CMP_NEQ_UQ);
-}
+inline Vec::Mask is_zero(Vec a) { return _mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_EQ_OQ); }
+inline Vec::Mask zero_or_nan(Vec a) { return _mm512_cmp_ps_mask(a.v, _mm512_setzero_ps(), _CMP_EQ_UQ); }
+// a + b in the lanes of mask, src elsewhere (one masked add).
+inline Vec add_where(Vec::Mask mask, Vec a, Vec b, Vec src) { return {_mm512_mask_add_ps(src.v, mask, a.v, b.v)}; }
 // Lanes where the sign bits of a and b differ.
 inline Vec::Mask signs_differ(Vec a, Vec b) {
   const __m512i x = _mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_castps_si512(b.v));
