@@ -33,21 +33,53 @@ OP_SOURCES = KERNEL_SOURCES + [
 OPT_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-deprecated-declarations"]
 
 
+GE_PROTO = "graph_ir/proto/ge_ir.proto"
+GE_DESCRIPTOR_SET = "graph_ir/proto/ge_ir.desc"
+
+
 class BuildTfOps(build_ext):
-    """Adds tf.sysconfig's flags and compiles the sources in parallel (TF's headers are slow to parse)."""
+    """Builds the TF op library (tf.sysconfig's flags), the pybind11 kernels module graph_ir._kernels, and the
+    ge_ir.proto descriptor set; compiles the sources in parallel (TF's headers are slow to parse)."""
 
-    def build_extension(self, ext: Extension) -> None:
-        import tensorflow as tf
-
-        ext.extra_compile_args = tf.sysconfig.get_compile_flags() + OPT_FLAGS
-        ext.extra_link_args = tf.sysconfig.get_link_flags()
+    def run(self) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
+        self._compile_ge_proto(here)
+        super().run()
+
+    def _compile_ge_proto(self, here: str) -> None:
+        """ge_ir.proto -> a FileDescriptorSet that graph_ir.proto loads with the protobuf runtime."""
+        from grpc_tools import protoc
+
+        out = os.path.join(here, GE_DESCRIPTOR_SET)
+        proto_dir = os.path.dirname(os.path.join(here, GE_PROTO))
+        if protoc.main(["protoc", f"-I{proto_dir}", f"--descriptor_set_out={out}", os.path.join(here, GE_PROTO)]):
+            raise RuntimeError(f"protoc failed on {GE_PROTO}")
+        target = os.path.join(self.build_lib, GE_DESCRIPTOR_SET)
+        if os.path.isdir(os.path.dirname(target)):
+            self.copy_file(out, target)
+
+    def _write_build_info(self, here: str, tf_version: str) -> None:
         info = os.path.join(here, "tf_plugin", "_build_info.py")
         with open(info, "w") as f:
-            f.write(f'"""Written by setup.py."""\n\nTF_VERSION = "{tf.__version__}"\n')
+            f.write(f'"""Written by setup.py."""\n\nTF_VERSION = "{tf_version}"\n')
         build_lib_info = os.path.join(self.build_lib, "tf_plugin", "_build_info.py")
         if os.path.isdir(os.path.dirname(build_lib_info)):
             self.copy_file(info, build_lib_info)
+
+    def build_extension(self, ext: Extension) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        if ext.name == "graph_ir._kernels":
+            import pybind11
+
+            ext.include_dirs = [here, pybind11.get_include()]
+            ext.extra_compile_args = ["-std=c++17", "-fvisibility=hidden", *OPT_FLAGS]
+            ext.extra_link_args = ["-pthread"]
+        else:
+            import tensorflow as tf
+
+            ext.extra_compile_args = tf.sysconfig.get_compile_flags() + OPT_FLAGS
+            ext.extra_link_args = tf.sysconfig.get_link_flags()
+            self._write_build_info(here, tf.__version__)
         original = self.compiler.compile
 
         def compile_one(source, kwargs):
@@ -66,6 +98,8 @@ class BuildTfOps(build_ext):
             self.compiler.compile = original
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
+        if ext.name == "graph_ir._kernels":
+            return super().get_export_symbols(ext)
         return []  # a TF op library, not a Python extension module: no PyInit_ symbol
 
 
@@ -74,9 +108,13 @@ setup(
     version="0.1.0",
     description="CANN's Ascend optimizer ops PowerSign and FusedEmaAdam as TensorFlow custom ops",
     packages=find_packages(include=["tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
-    ext_modules=[Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, include_dirs=["."], language="c++")],
+    ext_modules=[
+        Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, include_dirs=["."], language="c++"),
+        Extension("graph_ir._kernels", KERNEL_SOURCES + ["graph_ir/cc/kernels_module.cc"], language="c++"),
+    ],
+    package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
-    install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes"],
+    install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes", "protobuf"],
     extras_require={"test": ["pytest", "ruff"], "demo": ["matplotlib", "scikit-learn"]},
 )

@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PY=.venv/bin/python
 $PY -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
-$PY -m pip install -q "tensorflow-cpu>=2.21,<2.22" setuptools wheel 2>&1 | grep -v "is ignored" || true
+$PY -m pip install -q "tensorflow-cpu>=2.21,<2.22" setuptools wheel "pybind11>=2.10" grpcio-tools 2>&1 | grep -v "is ignored" || true
 # No build isolation: the op library is compiled against the TensorFlow just installed in .venv.
 $PY -m pip install -q --no-build-isolation -e ".[test,demo]" 2>&1 | grep -v "is ignored" || true
 $PY -c "import tf_plugin" 2>/dev/null || { echo "tf_plugin failed to install" >&2; exit 1; }

@@ -25,8 +25,14 @@ def _check_not_xla(op: str) -> None:
 
 
 def _handle(var: Any) -> Any:
-    """A resource handle; a tf.Variable is accepted for its handle."""
-    return var.handle if isinstance(var, tf.Variable) else var
+    """A resource handle; a tf.Variable is accepted for its handle. Inside a tf.function the variable is also
+    recorded on the function's graph (as reading it would), so ConcreteFunction.variables lists it."""
+    if isinstance(var, tf.Variable):
+        graph = tf.compat.v1.get_default_graph()
+        if hasattr(graph, "watch_variable"):
+            graph.watch_variable(var)
+        return var.handle
+    return var
 
 
 def _check_dtype(dtype: tf.DType, allowed: tuple[str, ...], what: str) -> tf.DType:

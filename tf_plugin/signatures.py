@@ -31,11 +31,25 @@ class Attr:
 
 
 @dataclass(frozen=True)
+class GeSide:
+    """How the operator appears in CANN's Graph Engine IR (REG_OP): its type, the input order, which TF inputs are GE
+    attributes there (with their GE defaults), and the dtypes CANN's OpDef registers. Outputs are the state inputs
+    under the same names (ref / in-place outputs), in IR input order."""
+
+    type: str
+    input_order: tuple[str, ...]
+    attr_inputs: tuple[Attr, ...] = ()
+    tf_only_attrs: tuple[str, ...] = ()  # TF attributes the GE op does not have
+    dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
+
+
+@dataclass(frozen=True)
 class OpSignature:
     name: str  # "PowerSign" -> TfPluginApplyPowerSign / TfPluginResourceApplyPowerSign
     inputs: tuple[Input, ...]
     attrs: tuple[Attr, ...]
     dtypes: tuple[str, ...]  # allowed T
+    ge: GeSide | None = None
 
     @property
     def ref_op(self) -> str:
@@ -66,6 +80,8 @@ POWER_SIGN = OpSignature(
     ),
     attrs=(Attr("use_locking", "bool", False),),
     dtypes=("float16", "bfloat16", "float32", "float64"),
+    # CANN ops-nn optim/inplace_apply_power_sign: same inputs and order; OpDef dtypes {bf16, fp16, fp32}.
+    ge=GeSide("InplaceApplyPowerSign", ("var", "m", "lr", "logbase", "sign_decay", "beta", "grad")),
 )
 
 FUSED_EMA_ADAM = OpSignature(
@@ -90,9 +106,12 @@ FUSED_EMA_ADAM = OpSignature(
         Attr("use_locking", "bool", False),
     ),
     dtypes=("float16", "bfloat16", "float32"),
+    # CANN ops-nn optim/apply_fused_ema_adam: grad first; lr is an attribute (default 1e-3); no use_locking.
+    ge=GeSide("ApplyFusedEmaAdam", ("grad", "var", "m", "v", "s", "step"), attr_inputs=(Attr("lr", "float", 1e-3),),
+              tf_only_attrs=("use_locking",)),
 )
 
-# lr is an input tensor in TF (schedules change it every step) and an attribute in GE; its default lives here.
-FUSED_EMA_ADAM_LR_DEFAULT = 1e-3
+# lr is an input tensor in TF (schedules change it every step) and an attribute in GE; its default lives there.
+FUSED_EMA_ADAM_LR_DEFAULT = FUSED_EMA_ADAM.ge.attr_inputs[0].default
 
 ALL = (POWER_SIGN, FUSED_EMA_ADAM)

@@ -1,0 +1,84 @@
+"""Element types and their four numberings: NumPy, TensorFlow, GE's C++ ge::DataType (AttrDef.dt, Cast's dst_type)
+and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN's types.h / ge_ir.proto."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    numpy: Any
+    ge: int  # ge::DataType (C++)
+    proto: int  # ge.proto.DataType
+    tf: int  # tensorflow DataType enum
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.numpy).itemsize
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_ALL = [
+    DType("float32", np.float32, ge=0, proto=1, tf=1),
+    DType("float16", np.float16, ge=1, proto=2, tf=19),
+    DType("int8", np.int8, ge=2, proto=3, tf=6),
+    DType("int32", np.int32, ge=3, proto=7, tf=3),
+    DType("uint8", np.uint8, ge=4, proto=4, tf=4),
+    DType("int16", np.int16, ge=6, proto=5, tf=5),
+    DType("uint16", np.uint16, ge=7, proto=6, tf=17),
+    DType("uint32", np.uint32, ge=8, proto=9, tf=22),
+    DType("int64", np.int64, ge=9, proto=8, tf=9),
+    DType("uint64", np.uint64, ge=10, proto=10, tf=23),
+    DType("float64", np.float64, ge=11, proto=12, tf=2),
+    DType("bool", np.bool_, ge=12, proto=11, tf=10),
+    DType("bfloat16", ml_dtypes.bfloat16, ge=27, proto=27, tf=14),
+]
+BY_NAME = {d.name: d for d in _ALL}
+_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bf16": "bfloat16"}
+_BY_PROTO = {d.proto: d for d in _ALL}
+_BY_GE = {d.ge: d for d in _ALL}
+_BY_TF = {d.tf: d for d in _ALL}
+
+
+def as_dtype(value: Any) -> DType:
+    """A DType from a name ("float32", "bfloat16", ...), a NumPy dtype or type, a tf.DType, or a DType."""
+    if isinstance(value, DType):
+        return value
+    name = getattr(value, "name", None)  # tf.DType and np.dtype both have .name
+    if isinstance(value, str):
+        name = value
+    elif not isinstance(name, str):
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            name = None
+    name = _ALIASES.get(name, name)
+    if name not in BY_NAME:
+        raise TypeError(f"unsupported dtype {value!r}; expected one of {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def from_proto(number: int) -> DType:
+    if number not in _BY_PROTO:
+        raise ValueError(f"unsupported ge.proto.DataType {number}")
+    return _BY_PROTO[number]
+
+
+def from_ge(number: int) -> DType:
+    if number not in _BY_GE:
+        raise ValueError(f"unsupported ge::DataType {number}")
+    return _BY_GE[number]
+
+
+def from_tf(number: int) -> DType:
+    if number not in _BY_TF:
+        raise ValueError(f"unsupported TensorFlow dtype enum {number}")
+    return _BY_TF[number]
