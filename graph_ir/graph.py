@@ -9,8 +9,9 @@ unique within a graph: a taken name gets a ``_1``, ``_2``... suffix. Control edg
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -110,7 +111,7 @@ class Graph:
         self.nodes: dict[str, Node] = {}
         self.outputs: list[Handle] = []
 
-    def __enter__(self) -> Graph:
+    def __enter__(self) -> Self:
         _STACK.graphs = [*getattr(_STACK, "graphs", []), self]
         return self
 

@@ -75,4 +75,4 @@ for _op in ir.REGISTRY.values():
     if _op.type not in _OWN_BUILDERS:
         globals()[_op.type] = _make_builder(_op)
 
-__all__ = sorted(op.type for op in ir.REGISTRY.values() if op.type not in _OWN_BUILDERS)
+__all__ = [op.type for op in ir.REGISTRY.values() if op.type not in _OWN_BUILDERS]

@@ -48,5 +48,15 @@ NamedAttrs = _message("NamedAttrs")
 ListValue = AttrDef.ListValue
 VT = {name: number for name, number in ListValue.ListValueType.items()}
 
-__all__ = ["AttrDef", "GraphDef", "ListValue", "ModelDef", "NamedAttrs", "OpDef", "ShapeDef", "TensorDef",
-           "TensorDescriptor", "VT"]
+__all__ = [
+    "VT",
+    "AttrDef",
+    "GraphDef",
+    "ListValue",
+    "ModelDef",
+    "NamedAttrs",
+    "OpDef",
+    "ShapeDef",
+    "TensorDef",
+    "TensorDescriptor",
+]
