@@ -119,5 +119,7 @@ register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), doc="T
 
 def get(op_type: str) -> IrOp:
     if op_type not in REGISTRY:
-        raise ValueError(f"no GE op {op_type!r} in the registry; registered: {', '.join(sorted(REGISTRY))}")
+        from graph_ir.graph import GraphError
+
+        raise GraphError(f"no GE op {op_type!r} in the registry; registered: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[op_type]

@@ -74,7 +74,7 @@ def _scalar(op: str, name: str, value: Any, dtype: str) -> float:
         raise ValueError(f"{op}: {name} must be a scalar (shape [] or [1]), got shape {list(array.shape)}")
     if isinstance(value, np.ndarray) and _dtype_name(value) != dtype:
         raise TypeError(f"{op}: {name} has dtype {_dtype_name(value)}; expected {dtype} (the dtype of var)")
-    if array.dtype.kind not in "fiub":
+    if array.dtype.kind not in "fiub" and _dtype_name(array) != "bfloat16":
         raise TypeError(f"{op}: {name} must be a number, got dtype {array.dtype}")
     return float(array.astype(as_dtype(dtype).numpy).reshape(()).astype(np.float64))
 

@@ -269,7 +269,9 @@ def _variable_owning(handle) -> tf.Variable | None:
     if getattr(handle, "dtype", None) != tf.resource:
         return None
     for referrer in gc.get_referrers(handle):
-        if isinstance(referrer, dict):
+        if isinstance(referrer, tf.Variable) and getattr(referrer, "_handle", None) is handle:
+            return referrer
+        if isinstance(referrer, dict):  # an instance __dict__ (before Python 3.11's inline dicts)
             for owner in gc.get_referrers(referrer):
                 if isinstance(owner, tf.Variable) and getattr(owner, "_handle", None) is handle:
                     return owner

@@ -3,7 +3,8 @@
 Nodes run in topological order (data and control edges). Variables are session-held and shared by name across the
 session's graphs, initialized from their `value` attr when the session first sees them. The optimizer ops write the
 Variable's (or RefData's) own buffer: the kernels run in place, nothing is copied. run_graph returns copies of the
-NetOutput values, so later runs cannot change what it returned.
+NetOutput values, so later runs cannot change what it returned. A Data input is copied when fed (an in-place op
+on it writes the graph's copy, as GE would); a RefData input is the caller's array itself, written in place.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class Session:
                                      "it is updated in place")
                 array = value
             else:
-                array = np.asarray(value)
+                array = np.array(value, copy=True, order="C")  # a Data input is the graph's own copy
             if array.dtype != np.dtype(desc.dtype.numpy):
                 raise TypeError(f"input {index} ({node.name}) has dtype {array.dtype}, expected {desc.dtype}")
             if array.shape != desc.shape:
