@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from concurrent.futures import ThreadPoolExecutor
@@ -10,16 +11,13 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 # The framework-free kernels: the dispatcher (baseline ISA) and, on x86-64, one translation unit per SIMD path,
-# each compiled with its own instruction set (never -march=native: the wheel must run on any x86-64 CPU).
-KERNEL_SOURCES = ["kernels/dispatch.cc"]
+# each compiled with its own instruction set (kernels/sources.json; never -march=native).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "sources.json")) as _f:
+    _KERNELS = json.load(_f)
+KERNEL_SOURCES = list(_KERNELS["portable"])
 ISA_FLAGS: dict[str, list[str]] = {}
 if platform.machine().lower() in ("x86_64", "amd64"):
-    ISA_FLAGS = {
-        "kernels/simd/avx2.cc": ["-mavx2", "-mf16c", "-mfma"],
-        "kernels/simd/avx512.cc": ["-mavx512f", "-mavx2", "-mf16c", "-mfma"],
-        "kernels/simd/avx512_bf16.cc": ["-mavx512f", "-mavx512bf16", "-mavx512dq", "-mavx512bw", "-mavx512vl",
-                                        "-mavx2", "-mf16c", "-mfma"],
-    }
+    ISA_FLAGS = dict(_KERNELS["x86_64"])
     KERNEL_SOURCES += list(ISA_FLAGS)
 
 OP_SOURCES = KERNEL_SOURCES + [
@@ -30,7 +28,7 @@ OP_SOURCES = KERNEL_SOURCES + [
     "tf_plugin/cc/isa_info.cc",
 ]
 # No FMA contraction: results must match stock TF (and the Ascend kernel's separate multiply and add) bit for bit.
-OPT_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-Wno-deprecated-declarations"]
+OPT_FLAGS = _KERNELS["flags"] + ["-Wno-deprecated-declarations"]
 
 
 GE_PROTO = "graph_ir/proto/ge_ir.proto"
@@ -116,5 +114,5 @@ setup(
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
     install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes", "protobuf"],
-    extras_require={"test": ["pytest", "ruff"], "demo": ["matplotlib", "scikit-learn"]},
+    extras_require={"test": ["pytest", "ruff", "hypothesis"], "demo": ["matplotlib", "scikit-learn"]},
 )
