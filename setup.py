@@ -31,6 +31,19 @@ OP_SOURCES = KERNEL_SOURCES + [
 OPT_FLAGS = _KERNELS["flags"] + ["-Wno-deprecated-declarations"]
 
 
+def _tensorflow_requirement() -> str:
+    """The TensorFlow distribution and exact version this build compiles against (a custom-op library only loads
+    into that TensorFlow), for the wheel's metadata; a range when TensorFlow is not importable (metadata only)."""
+    from importlib import metadata
+
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return f"{dist}=={metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return "tensorflow-cpu>=2.21,<2.22"
+
+
 GE_PROTO = "graph_ir/proto/ge_ir.proto"
 GE_DESCRIPTOR_SET = "graph_ir/proto/ge_ir.desc"
 
@@ -113,6 +126,7 @@ setup(
     package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
-    install_requires=["tensorflow-cpu>=2.21,<2.22", "numpy", "ml_dtypes", "protobuf"],
+    install_requires=[_tensorflow_requirement(), "numpy", "ml_dtypes", "protobuf"],
     extras_require={"test": ["pytest", "ruff", "hypothesis"], "demo": ["matplotlib", "scikit-learn"]},
+    entry_points={"console_scripts": ["tf_plugin-info = tf_plugin.__main__:main"]},
 )

@@ -38,11 +38,21 @@ def load() -> types.ModuleType:
     return tf.load_op_library(library_path())
 
 
-def isa() -> str:
-    """The SIMD path the kernels run on in this process: "avx512", "avx2" or "portable" (TF_PLUGIN_ISA can force a
-    lower one)."""
+def _isa_query(symbol: str) -> str:
     import ctypes
 
     lib = ctypes.CDLL(library_path())  # the library TF already loaded: same handle, same choice
-    lib.tf_plugin_active_isa.restype = ctypes.c_char_p
-    return lib.tf_plugin_active_isa().decode()
+    fn = getattr(lib, symbol)
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
+def isa() -> str:
+    """The SIMD path the kernels run on in this process: "avx512bf16", "avx512", "avx2" or "portable"
+    (TF_PLUGIN_ISA can force a lower one)."""
+    return _isa_query("tf_plugin_active_isa")
+
+
+def best_isa() -> str:
+    """The best SIMD path this CPU supports."""
+    return _isa_query("tf_plugin_best_isa")

@@ -1,0 +1,29 @@
+"""`python -m tf_plugin` (or `tf_plugin-info`): what to paste into a bug report."""
+
+from __future__ import annotations
+
+import platform
+
+
+def main() -> None:
+    import tensorflow as tf
+
+    import tf_plugin
+    from tf_plugin import _build_info, _loader
+    from tf_plugin.signatures import ALL, OP_PREFIX
+
+    registered = sorted(n for n in dir(tf_plugin.op_library) if n.startswith(OP_PREFIX))
+    declared = sorted(n for sig in ALL for n in (sig.ref_op, sig.resource_op))
+    print(f"tf_plugin {tf_plugin.__version__}")
+    print(f"TensorFlow: built for {_build_info.TF_VERSION}, running {tf.__version__}")
+    print(f"Python {platform.python_version()} on {platform.machine()} {platform.system()}")
+    print(f"op library: {tf_plugin.library_path()}")
+    print(f"kernels' SIMD path: {tf_plugin.isa()} (best this CPU supports: {_loader.best_isa()}; "
+          "TF_PLUGIN_ISA can force portable, avx2, avx512, avx512bf16)")
+    print(f"registered ops: {', '.join(registered)}")
+    if registered != declared:
+        print(f"WARNING: tf_plugin/signatures.py declares {', '.join(declared)}")
+
+
+if __name__ == "__main__":
+    main()
