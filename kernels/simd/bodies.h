@@ -32,8 +32,10 @@ inline void power_sign_vector(T* var, T* m, const T* grad, const PowerSignVecs& 
   store(var, load(var) - (scale * g) * k.lr);
 }
 
+// The vectors are taken by value: a local copy cannot alias the stores (16-bit stores go through may_alias types),
+// so the compiler keeps them in registers instead of reloading them every iteration.
 template <bool kFiniteScales, typename T>
-void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs& k, int64_t begin, int64_t end) {
+void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t begin, int64_t end) {
   constexpr int W = Vec::kWidth;
   int64_t i = begin;
 #pragma GCC unroll 2
@@ -89,7 +91,7 @@ template <typename T, bool kDecoupled>
 void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& scalars, int64_t begin,
                          int64_t end) {
   constexpr int W = Vec::kWidth;
-  const FusedEmaAdamVecs k(scalars);
+  const FusedEmaAdamVecs k(scalars);  // a local: kept in registers (see power_sign_loop)
   int64_t i = begin;
   for (; i + W <= end; i += W) fused_ema_adam_vector<T, kDecoupled>(grad + i, var + i, m + i, v + i, s + i, k);
   if (i < end) {
