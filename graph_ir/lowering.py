@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from graph_ir import ir
 from graph_ir.dtypes import from_tf
-from graph_ir.graph import Graph, GraphError, Handle
+from graph_ir.graph import Graph, GraphError, Handle, TensorDesc
 from tf_plugin import signatures
 
 
@@ -222,8 +222,6 @@ class _Lowerer:
         if shape == () and node.name in self.scalar_sources:
             shape = (1,)
         index = self.arg_placeholders.index(node.name)
-        from graph_ir.graph import TensorDesc
-
         return self.graph.add_node("Data", (), {"index": index}, name=node.name,
                                    output_descs=[TensorDesc("y", dtype, shape)])
 

@@ -16,7 +16,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from graph_ir import ir, proto
-from graph_ir.dtypes import from_ge, from_proto
+from graph_ir.dtypes import as_dtype, from_ge, from_proto
 from graph_ir.graph import Graph, GraphError, Handle, Node, TensorDesc
 
 _META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
@@ -34,8 +34,6 @@ def _read_desc(d) -> TensorDesc:
 
 
 def _fill_tensor(out, name: str, array: np.ndarray) -> None:
-    from graph_ir.dtypes import as_dtype
-
     _fill_desc(out.desc, TensorDesc(name, as_dtype(array.dtype), tuple(array.shape)))
     out.data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
 
