@@ -66,19 +66,19 @@ def as_dtype(value: Any) -> DType:
     return BY_NAME[name]
 
 
+def _lookup(table: dict[int, DType], number: int, numbering: str) -> DType:
+    if number not in table:
+        raise ValueError(f"unsupported {numbering} {number}")
+    return table[number]
+
+
 def from_proto(number: int) -> DType:
-    if number not in _BY_PROTO:
-        raise ValueError(f"unsupported ge.proto.DataType {number}")
-    return _BY_PROTO[number]
+    return _lookup(_BY_PROTO, number, "ge.proto.DataType")
 
 
 def from_ge(number: int) -> DType:
-    if number not in _BY_GE:
-        raise ValueError(f"unsupported ge::DataType {number}")
-    return _BY_GE[number]
+    return _lookup(_BY_GE, number, "ge::DataType")
 
 
 def from_tf(number: int) -> DType:
-    if number not in _BY_TF:
-        raise ValueError(f"unsupported TensorFlow dtype enum {number}")
-    return _BY_TF[number]
+    return _lookup(_BY_TF, number, "TensorFlow dtype enum")

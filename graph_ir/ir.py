@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graph_ir.dtypes import BY_NAME
 from tf_plugin import signatures
 
-ALL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-              "uint32", "uint64", "bool")
+ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,9 @@ import numpy as np
 
 from graph_ir import _kernels
 from graph_ir.dtypes import as_dtype
-from tf_plugin.signatures import FUSED_EMA_ADAM, POWER_SIGN
+from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, POWER_SIGN, check_fused_ema_adam_attrs
 
-_FEA = {a.name: a.default for a in FUSED_EMA_ADAM.attrs}
-_FEA_LR = FUSED_EMA_ADAM.ge.attr_inputs[0].default
+_FEA = FUSED_EMA_ADAM.defaults
 
 
 def _raw(a: np.ndarray) -> np.ndarray:
@@ -96,27 +95,23 @@ def inplace_apply_power_sign(var, m, lr, logbase, sign_decay, beta, grad) -> Non
 
 
 def _check_attrs(op: str, lr, ema_decay, beta1, beta2, eps, mode, bias_correction, weight_decay) -> None:
-    """The TF op's attribute checks (tf_plugin/cc/fused_ema_adam_attrs.h), so both faces reject the same inputs."""
-    for name, value in (("lr", lr), ("ema_decay", ema_decay), ("beta1", beta1), ("beta2", beta2), ("eps", eps),
-                        ("weight_decay", weight_decay)):
+    """The TF op's checks (the ranges from tf_plugin.signatures), so both faces reject the same inputs."""
+    floats = {"lr": lr, "ema_decay": ema_decay, "beta1": beta1, "beta2": beta2, "eps": eps,
+              "weight_decay": weight_decay}
+    for name, value in floats.items():
         if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
             raise TypeError(f"{op}: {name} must be a float, got {type(value).__name__}")
-    for name, value in (("ema_decay", ema_decay), ("beta1", beta1), ("beta2", beta2)):
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"{op}: {name} must be in [0, 1), got {value}")
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"{op}: eps must be finite and > 0, got {eps}")
-    if not (math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"{op}: weight_decay must be finite and >= 0, got {weight_decay}")
+    try:
+        check_fused_ema_adam_attrs({**floats, "mode": mode})
+    except ValueError as e:
+        raise ValueError(f"{op}: {e}") from None
     if not math.isfinite(lr):
         raise ValueError(f"{op}: lr must be finite, got {lr}")
-    if mode not in (0, 1) or isinstance(mode, bool):
-        raise ValueError(f"{op}: mode must be 0 (L2) or 1 (AdamW), got {mode!r}")
     if not isinstance(bias_correction, (bool, np.bool_)):
         raise TypeError(f"{op}: bias_correction must be a bool, got {type(bias_correction).__name__}")
 
 
-def apply_fused_ema_adam(grad, var, m, v, s, step, *, lr=_FEA_LR, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
+def apply_fused_ema_adam(grad, var, m, v, s, step, *, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
                          beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"],
                          bias_correction=_FEA["bias_correction"], weight_decay=_FEA["weight_decay"]) -> None:
     """FusedEmaAdam in place on var, m, v, s (GE ApplyFusedEmaAdam; aclnnApplyFusedEmaAdam), in float32:

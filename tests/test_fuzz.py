@@ -21,8 +21,8 @@ import tf_plugin
 from graph_ir import kernels
 from tests import reference
 
-CASES = 120
-SLOW_CASES = 1500
+CASES, SLOW_CASES = 120, 1500  # per resource-op / kernels test
+REF_CASES, REF_SLOW_CASES = 40, 300  # per ref-op test (each case builds a graph and a Session)
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
 OTHER = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128"]
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -30,9 +30,43 @@ SPECIALS = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e38, -1e38, 1e-40, 6.5e4, -1e-8
 TF_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError, TypeError, ValueError)
 
 
-def _settings(slow: bool):
-    return settings(max_examples=SLOW_CASES if slow else CASES, deadline=None, derandomize=not slow,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def _fuzz(strategy, run_case, slow: bool, cases: int = CASES, slow_cases: int = SLOW_CASES) -> list[str]:
+    """Runs `run_case` on `cases` drawn examples (derandomized in CI, random in the slow run); returns the outcomes
+    ("ok" or "error") so a test can check that both sides of the property were exercised."""
+    outcomes = []
+
+    @settings(max_examples=slow_cases if slow else cases, deadline=None, derandomize=not slow,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(strategy)
+    def run(case):
+        outcomes.append(run_case(case))
+
+    run()
+    return outcomes
+
+
+def _run_ref(values: list, uninit: int | None, build_op, check=None) -> str:
+    """The ref-variable form of the property, in a tf.compat.v1 Session: ref variables from `values` (all but index
+    `uninit` initialized), the op from build_op(variables); an error at graph build or run leaves every variable
+    bitwise unchanged; on success, check(results) if given."""
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        variables = [tf.compat.v1.Variable(x, use_resource=False) for x in values]
+        sess.run([v.initializer for k, v in enumerate(variables) if k != uninit])
+        try:
+            op = build_op(variables)
+        except TF_ERRORS:
+            return "error"  # rejected while building the graph: nothing ran
+        before = [sess.run(v) if k != uninit else None for k, v in enumerate(variables)]
+        try:
+            sess.run(op)
+        except TF_ERRORS:
+            for v, b in zip(variables, before):
+                if b is not None:
+                    _same_bits(sess.run(v), b)
+            return "error"
+        if check is not None:
+            check([sess.run(v) for v in variables])
+        return "ok"
 
 
 shapes = st.lists(st.integers(0, 3), min_size=0, max_size=9).map(tuple)
@@ -153,54 +187,24 @@ def _run_power_sign(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_resource_power_sign(slow):
-    outcomes = []
-
-    @_settings(slow)
-    @given(power_sign_case())
-    def run(case):
-        outcomes.append(_run_power_sign(case))
-
-    run()
+    outcomes = _fuzz(power_sign_case(), _run_power_sign, slow)
     assert "ok" in outcomes and "error" in outcomes  # both sides of the property were exercised
 
 
 def _run_power_sign_ref(case):
     """The ref op in a tf.compat.v1 graph: the same property."""
-    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-        var = tf.compat.v1.Variable(case["var"], use_resource=False)
-        m = tf.compat.v1.Variable(case["m"], use_resource=False)
-        init = [v.initializer for v, which in ((var, "var"), (m, "m")) if case["uninit"] != which]
-        sess.run(init)
-        try:
-            op = tf_plugin.raw_ops.ApplyPowerSign(var=var, m=m, lr=case["scalars"][0], logbase=case["scalars"][1],
-                                                  sign_decay=case["scalars"][2], beta=case["scalars"][3],
-                                                  grad=case["grad"], use_locking=case["use_locking"])
-        except TF_ERRORS:
-            return "error"  # rejected while building the graph: nothing ran
-        before = [sess.run(v) if case["uninit"] != w else None for v, w in ((var, "var"), (m, "m"))]
-        try:
-            sess.run(op)
-        except TF_ERRORS:
-            for v, b in zip((var, m), before):
-                if b is not None:
-                    _same_bits(sess.run(v), b)
-            return "error"
-        _check_power_sign_result(case, sess.run(var), sess.run(m))
-        return "ok"
+    lr, logbase, sign_decay, beta = case["scalars"]
+    return _run_ref(
+        [case["var"], case["m"]], {"var": 0, "m": 1}.get(case["uninit"]),
+        lambda vs: tf_plugin.raw_ops.ApplyPowerSign(var=vs[0], m=vs[1], lr=lr, logbase=logbase,
+                                                    sign_decay=sign_decay, beta=beta, grad=case["grad"],
+                                                    use_locking=case["use_locking"]),
+        lambda results: _check_power_sign_result(case, *results))
 
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_ref_power_sign(slow):
-    outcomes = []
-
-    @settings(max_examples=(SLOW_CASES // 5) if slow else CASES // 3, deadline=None, derandomize=not slow,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(power_sign_case())
-    def run(case):
-        outcomes.append(_run_power_sign_ref(case))
-
-    run()
-    assert "error" in outcomes
+    assert "error" in _fuzz(power_sign_case(), _run_power_sign_ref, slow, REF_CASES, REF_SLOW_CASES)
 
 
 @st.composite
@@ -266,50 +270,20 @@ def _run_fused(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_resource_fused_ema_adam(slow):
-    outcomes = []
-
-    @_settings(slow)
-    @given(fused_case())
-    def run(case):
-        outcomes.append(_run_fused(case))
-
-    run()
+    outcomes = _fuzz(fused_case(), _run_fused, slow)
     assert "ok" in outcomes and "error" in outcomes
 
 
 def _run_fused_ref(case):
-    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-        state = [tf.compat.v1.Variable(x, use_resource=False) for x in case["state"]]
-        sess.run([v.initializer for k, v in enumerate(state) if case["uninit"] != k])
-        try:
-            op = tf_plugin.raw_ops.ApplyFusedEmaAdam(var=state[0], m=state[1], v=state[2], s=state[3],
-                                                     grad=case["grad"], step=case["step"], lr=case["lr"],
-                                                     **case["attrs"])
-        except TF_ERRORS:
-            return "error"
-        before = [sess.run(v) if case["uninit"] != k else None for k, v in enumerate(state)]
-        try:
-            sess.run(op)
-        except TF_ERRORS:
-            for v, b in zip(state, before):
-                if b is not None:
-                    _same_bits(sess.run(v), b)
-            return "error"
-        return "ok"
+    return _run_ref(
+        case["state"], case["uninit"],
+        lambda vs: tf_plugin.raw_ops.ApplyFusedEmaAdam(var=vs[0], m=vs[1], v=vs[2], s=vs[3], grad=case["grad"],
+                                                       step=case["step"], lr=case["lr"], **case["attrs"]))
 
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_ref_fused_ema_adam(slow):
-    outcomes = []
-
-    @settings(max_examples=(SLOW_CASES // 5) if slow else CASES // 3, deadline=None, derandomize=not slow,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(fused_case())
-    def run(case):
-        outcomes.append(_run_fused_ref(case))
-
-    run()
-    assert "error" in outcomes
+    assert "error" in _fuzz(fused_case(), _run_fused_ref, slow, REF_CASES, REF_SLOW_CASES)
 
 
 @st.composite
@@ -333,38 +307,32 @@ def kernel_case(draw):
             "mode": draw(st.sampled_from([0, 1, 2, True]))}
 
 
+def _run_kernels(case) -> str:
+    arrs = [np.array(a, copy=True) for a in case["arrays"]]
+    k = case["which"]
+    if case["mutate"] == "readonly":
+        arrs[k].flags.writeable = False
+    elif case["mutate"] == "strided":
+        arrs[k] = np.repeat(arrs[k], 2, axis=-1)[..., ::2] if arrs[k].ndim else arrs[k]
+    elif case["mutate"] == "list":
+        arrs[k] = arrs[k].tolist()
+    elif case["mutate"] == "alias":
+        arrs[k] = arrs[(k + 1) % len(arrs)]
+    before = [np.array(a, copy=True) for a in arrs if isinstance(a, np.ndarray)]
+    try:
+        with np.errstate(all="ignore"):
+            if case["op"] == "power_sign":
+                var, m, grad = arrs
+                kernels.inplace_apply_power_sign(var, m, *case["scalars"], grad)
+            else:
+                kernels.apply_fused_ema_adam(*arrs, case["step"], mode=case["mode"])
+    except (TypeError, ValueError):
+        for a, b in zip([a for a in arrs if isinstance(a, np.ndarray)], before):
+            _same_bits(a, b)
+        return "error"
+    return "ok"
+
+
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_graph_ir_kernels(slow):
-    outcomes = []
-
-    @_settings(slow)
-    @given(kernel_case())
-    def run(case):
-        arrs = [np.array(a, copy=True) for a in case["arrays"]]
-        k = case["which"]
-        if case["mutate"] == "readonly":
-            arrs[k].flags.writeable = False
-        elif case["mutate"] == "strided":
-            arrs[k] = np.repeat(arrs[k], 2, axis=-1)[..., ::2] if arrs[k].ndim else arrs[k]
-        elif case["mutate"] == "list":
-            arrs[k] = arrs[k].tolist()
-        elif case["mutate"] == "alias":
-            arrs[k] = arrs[(k + 1) % len(arrs)]
-        before = [np.array(a, copy=True) for a in arrs if isinstance(a, np.ndarray)]
-        try:
-            with np.errstate(all="ignore"):
-                if case["op"] == "power_sign":
-                    var, m, grad = arrs
-                    kernels.inplace_apply_power_sign(var, m, *case["scalars"], grad)
-                else:
-                    kernels.apply_fused_ema_adam(*arrs, case["step"], mode=case["mode"])
-        except (TypeError, ValueError):
-            after = [a for a in arrs if isinstance(a, np.ndarray)]
-            for a, b in zip(after, before):
-                _same_bits(a, b)
-            outcomes.append("error")
-            return
-        outcomes.append("ok")
-
-    run()
-    assert "error" in outcomes
+    assert "error" in _fuzz(kernel_case(), _run_kernels, slow)

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from tf_plugin import raw_ops
 from tf_plugin import sign_decay as sign_decay_lib
-from tf_plugin.signatures import FUSED_EMA_ADAM
+from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, check_fused_ema_adam_attrs
 
-_FEA = {a.name: a.default for a in FUSED_EMA_ADAM.attrs}
+_FEA = FUSED_EMA_ADAM.defaults
 _MODES = {"l2": 0, "adamw": 1}
 
 
@@ -147,14 +147,14 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
 
     def __init__(
         self,
-        learning_rate: Any = 1e-3,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-8,
-        ema_decay: float = 0.9999,
-        weight_decay: float = 0.0,
+        learning_rate: Any = FUSED_EMA_ADAM_LR_DEFAULT,
+        beta_1: float = _FEA["beta1"],
+        beta_2: float = _FEA["beta2"],
+        epsilon: float = _FEA["eps"],
+        ema_decay: float = _FEA["ema_decay"],
+        weight_decay: float = _FEA["weight_decay"],
         mode: str = "adamw",
-        bias_correction: bool = True,
+        bias_correction: bool = _FEA["bias_correction"],
         name: str = "fused_ema_adam",
         **kwargs,
     ):
@@ -173,13 +173,9 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
         self.ema_decay, self.fused_weight_decay = float(ema_decay), float(weight_decay)
         self.mode, self.bias_correction = mode, bool(bias_correction)
         # Attribute ranges are the op's; check them now rather than at the first step.
-        for attr, value in (("beta_1", beta_1), ("beta_2", beta_2), ("ema_decay", ema_decay)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{attr} must be in [0, 1), got {value!r}")
-        if not (epsilon > 0 and math.isfinite(epsilon)):
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-        if not weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        check_fused_ema_adam_attrs(
+            {"beta1": beta_1, "beta2": beta_2, "ema_decay": ema_decay, "eps": epsilon, "weight_decay": weight_decay},
+            shown_as={"beta1": "beta_1", "beta2": "beta_2", "eps": "epsilon"})
 
     def build(self, var_list):
         if self.built:

@@ -93,7 +93,7 @@ def ResourceApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_l
     )
 
 
-_FEA = {a.name: a.default for a in FUSED_EMA_ADAM.attrs}
+_FEA = FUSED_EMA_ADAM.defaults
 
 
 def _fused_ema_adam_inputs(dtype: tf.DType, grad, step, lr) -> dict[str, tf.Tensor]:

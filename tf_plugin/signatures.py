@@ -7,6 +7,7 @@ registered OpDefs against this table.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 # Op type names registered by the library: stock names behind one prefix, so they never collide with stock TF.
@@ -66,6 +67,11 @@ class OpSignature:
     def attr(self, name: str) -> Attr:
         return next(a for a in self.attrs if a.name == name)
 
+    @property
+    def defaults(self) -> dict[str, float | int | bool]:
+        """Attribute name -> default value."""
+        return {a.name: a.default for a in self.attrs}
+
 
 POWER_SIGN = OpSignature(
     name="PowerSign",
@@ -115,3 +121,24 @@ FUSED_EMA_ADAM = OpSignature(
 FUSED_EMA_ADAM_LR_DEFAULT = FUSED_EMA_ADAM.ge.attr_inputs[0].default
 
 ALL = (POWER_SIGN, FUSED_EMA_ADAM)
+
+
+def check_fused_ema_adam_attrs(values: dict, shown_as: dict[str, str] | None = None) -> None:
+    """FusedEmaAdam's attribute ranges, for the Python faces (the Keras optimizer, graph_ir.kernels); the TF op
+    checks the same rules in tf_plugin/cc/fused_ema_adam_attrs.h. Decays in [0, 1), eps finite and > 0,
+    weight_decay finite and >= 0, mode 0 or 1. Only the given keys are checked; a ValueError names the argument as
+    `shown_as` spells it (e.g. Keras's "beta_1" for "beta1")."""
+    shown_as = shown_as or {}
+
+    def fail(name: str, rule: str, value) -> ValueError:
+        return ValueError(f"{shown_as.get(name, name)} must be {rule}, got {value!r}")
+
+    for name in ("ema_decay", "beta1", "beta2"):
+        if name in values and not 0.0 <= values[name] < 1.0:
+            raise fail(name, "in [0, 1)", values[name])
+    if "eps" in values and not (math.isfinite(values["eps"]) and values["eps"] > 0):
+        raise fail("eps", "a finite number > 0", values["eps"])
+    if "weight_decay" in values and not (math.isfinite(values["weight_decay"]) and values["weight_decay"] >= 0):
+        raise fail("weight_decay", "a finite number >= 0", values["weight_decay"])
+    if "mode" in values and (isinstance(values["mode"], bool) or values["mode"] not in (0, 1)):
+        raise fail("mode", "0 (L2) or 1 (AdamW)", values["mode"])

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from tf_plugin import raw_ops
-from tf_plugin.signatures import FUSED_EMA_ADAM
+from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 
-_FEA = {a.name: a.default for a in FUSED_EMA_ADAM.attrs}
+_FEA = FUSED_EMA_ADAM.defaults
 
 
 def _densify(values: tf.Tensor, indices: tf.Tensor, var) -> tf.Tensor:
@@ -130,14 +130,14 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
 
     def __init__(
         self,
-        learning_rate: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-8,
-        ema_decay: float = 0.9999,
-        weight_decay: float = 0.0,
-        mode: int = 1,
-        bias_correction: bool = True,
+        learning_rate: float = FUSED_EMA_ADAM_LR_DEFAULT,
+        beta1: float = _FEA["beta1"],
+        beta2: float = _FEA["beta2"],
+        epsilon: float = _FEA["eps"],
+        ema_decay: float = _FEA["ema_decay"],
+        weight_decay: float = _FEA["weight_decay"],
+        mode: int = _FEA["mode"],
+        bias_correction: bool = _FEA["bias_correction"],
         use_locking: bool = False,
         name: str = "FusedEmaAdam",
     ):
