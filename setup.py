@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, find_packages, setup
@@ -23,10 +26,14 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 OP_SOURCES = KERNEL_SOURCES + [
     "tf_plugin/cc/ops/power_sign_ops.cc",
     "tf_plugin/cc/ops/fused_ema_adam_ops.cc",
-    "tf_plugin/cc/kernels/power_sign_kernels.cc",
-    "tf_plugin/cc/kernels/fused_ema_adam_kernels.cc",
+    "tf_plugin/cc/op_kernels/power_sign_kernels.cc",
+    "tf_plugin/cc/op_kernels/fused_ema_adam_kernels.cc",
     "tf_plugin/cc/isa_info.cc",
 ]
+# The C++ registrations and attribute checks generated from op_spec (op_spec/codegen.py), included as
+# "generated/op_spec.h" from this folder.
+GENERATED_INCLUDE = os.path.join("build", "include")
+GENERATED_HEADER = os.path.join(GENERATED_INCLUDE, "generated", "op_spec.h")
 # No FMA contraction: results must match stock TF (and the Ascend kernel's separate multiply and add) bit for bit.
 OPT_FLAGS = _KERNELS["flags"] + ["-Wno-deprecated-declarations"]
 
@@ -49,13 +56,21 @@ GE_DESCRIPTOR_SET = "graph_ir/proto/ge_ir.desc"
 
 
 class BuildTfOps(build_ext):
-    """Builds the TF op library (tf.sysconfig's flags), the pybind11 kernels module graph_ir._kernels, and the
+    """Builds the TF op library (tf.sysconfig's flags), the pybind11 binding of the kernels graph_ir._binding, and the
     ge_ir.proto descriptor set; compiles the sources in parallel (TF's headers are slow to parse)."""
 
     def run(self) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
         self._compile_ge_proto(here)
+        self._generate_op_spec_header(here)
         super().run()
+
+    def _generate_op_spec_header(self, here: str) -> None:
+        """op_spec -> generated/op_spec.h (a subprocess: the build's Python may not import this tree's op_spec)."""
+        out = os.path.join(here, GENERATED_HEADER)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        subprocess.run([sys.executable, "-m", "op_spec.codegen", out], cwd=here, check=True,
+                       env={**os.environ, "PYTHONPATH": here})
 
     def _compile_ge_proto(self, here: str) -> None:
         """ge_ir.proto -> a FileDescriptorSet that graph_ir.proto loads with the protobuf runtime."""
@@ -79,7 +94,7 @@ class BuildTfOps(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
-        if ext.name == "graph_ir._kernels":
+        if ext.name == "graph_ir._binding":
             import pybind11
 
             ext.include_dirs = [here, pybind11.get_include()]
@@ -88,6 +103,7 @@ class BuildTfOps(build_ext):
         else:
             import tensorflow as tf
 
+            ext.include_dirs = [here, os.path.join(here, GENERATED_INCLUDE)]
             ext.extra_compile_args = tf.sysconfig.get_compile_flags() + OPT_FLAGS
             ext.extra_link_args = tf.sysconfig.get_link_flags()
             self._write_build_info(here, tf.__version__)
@@ -109,19 +125,24 @@ class BuildTfOps(build_ext):
             self.compiler.compile = original
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
-        if ext.name == "graph_ir._kernels":
+        if ext.name == "graph_ir._binding":
             return super().get_export_symbols(ext)
         return []  # a TF op library, not a Python extension module: no PyInit_ symbol
 
 
+def _version() -> str:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_spec", "version.py")) as f:
+        return re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
+
+
 setup(
     name="tf_plugin",
-    version="0.1.0",
+    version=_version(),
     description="CANN's Ascend optimizer ops PowerSign and FusedEmaAdam as TensorFlow custom ops",
-    packages=find_packages(include=["tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
+    packages=find_packages(include=["op_spec", "op_spec.*", "tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
     ext_modules=[
-        Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, include_dirs=["."], language="c++"),
-        Extension("graph_ir._kernels", KERNEL_SOURCES + ["graph_ir/cc/kernels_module.cc"], language="c++"),
+        Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, language="c++"),
+        Extension("graph_ir._binding", KERNEL_SOURCES + ["graph_ir/cc/binding.cc"], language="c++"),
     ],
     package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},

@@ -2,7 +2,7 @@
 
 Errors are in units of T's epsilon times the size of the operands, max(|reference|, sum of |terms|) (values below
 T's smallest normal count as that normal): 0.5 is a correctly rounded result, and cancellation inside the formula
-does not inflate the figure. The state is drawn as in tests/test_fused_ema_adam.py.
+does not inflate the figure. The state is drawn by op_spec.reference.fused_ema_adam_state, as in the tests.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 import tf_plugin
-from tests.reference import NP_DTYPES, random_tensor
-from tests.test_fused_ema_adam import error_terms, make_state
+from op_spec.reference import NP_DTYPES, random_tensor
+from op_spec.reference import fused_ema_adam_error_terms as error_terms
+from op_spec.reference import fused_ema_adam_state as make_state
 
 ATTRS = {"ema_decay": 0.99, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "bias_correction": True}
 

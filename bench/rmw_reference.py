@@ -44,7 +44,7 @@ class RmwCopy:
         dtype = np.float32 if element_size == 4 else np.uint16
         self.arrays = [_aligned_ones(size, dtype) for _ in range(writes + 1)]
         self.pointers = (ctypes.c_void_p * len(self.arrays))(*[a.ctypes.data for a in self.arrays])
-        if threads is None:  # the kernels' cost model: small updates run on one thread (tf_plugin/cc/kernels/sharding.h)
+        if threads is None:  # the kernels' cost model: small updates run on one thread (tf_plugin/cc/op_kernels/sharding.h)
             small = size * element_size * (2 * writes + 1) <= 256 * 1024
             threads = 1 if small else os.cpu_count() or 1
         self.args = (self.pointers, writes, size, element_size, threads)

@@ -1,18 +1,32 @@
-"""graph_ir: the GE (CANN Graph Engine) graph IR for tf_plugin's operators.
+"""graph_ir: the GE (CANN Graph Engine) graph IR for tf_plugin's operators. It imports no TensorFlow: only
+graph_ir.from_tensorflow does, on first use.
 
-- the IR registry (graph_ir.ir) and one builder per op (graph_ir.ops), generated from it;
-- graph_ir.Graph with the Data / Const / Variable builders, verified against the IR as nodes are added;
-- serialization to CANN's ge.proto.ModelDef (Graph.serialize / save as .air or .pbtxt; graph_ir.load);
-- graph_ir.from_tensorflow: TF graphs with PowerSign / FusedEmaAdam lowered to InplaceApplyPowerSign /
-  ApplyFusedEmaAdam;
-- graph_ir.Session, which executes GE graphs on graph_ir.kernels (the C++ kernels of the TF ops, via pybind11).
+Layers (each imports only the ones above it):
+  errors -> dtypes -> registry (the IR ops, from op_spec) -> nodes -> verify -> serialize -> graph -> builders,
+  ops (one builder per IR op) -> load -> kernels (the C++ kernels on NumPy arrays) -> executors -> session
+  -> lowering (TensorFlow -> GE IR).
 """
 
-from graph_ir import ir, kernels, ops
-from graph_ir.graph import Const, Data, Graph, GraphError, Handle, Node, TensorDesc, Variable
-from graph_ir.lowering import LoweringError, from_tensorflow
-from graph_ir.serialize import load, loads
+from typing import Any
+
+from graph_ir import kernels, ops, registry
+from graph_ir.builders import Const, Data, Variable
+from graph_ir.errors import GraphError, LoweringError
+from graph_ir.graph import Graph
+from graph_ir.load import load, loads
+from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.session import Session
 
+
+def from_tensorflow(fn: Any, *args: Any) -> Graph:
+    """Lowers a TensorFlow step to a GE graph; see graph_ir.lowering (which imports TensorFlow on first use).
+
+    fn: a tf.function (traced with `args`), a ConcreteFunction, a tf.Graph or a GraphDef.
+    """
+    from graph_ir import lowering  # TensorFlow is imported here, not by `import graph_ir`
+
+    return lowering.from_tensorflow(fn, *args)
+
+
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",
-           "Variable", "from_tensorflow", "ir", "kernels", "load", "loads", "ops"]
+           "Variable", "from_tensorflow", "kernels", "load", "loads", "ops", "registry"]

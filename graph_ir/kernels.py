@@ -1,33 +1,34 @@
 """The eager face of the Ascend operators (the aclnn style): in-place calls on NumPy arrays, running the same C++
-kernels as the TF ops (kernels/, through the pybind11 module graph_ir._kernels).
+kernels as the TF ops (kernels/, through the pybind11 binding graph_ir._binding).
 
-Arrays: float32, float16, float64 (PowerSign only) or ml_dtypes.bfloat16, C-contiguous, writable where updated, of
-one dtype and shape. Anything else raises TypeError (a wrong type or dtype) or ValueError (a shape, layout or value)
-naming the argument, before anything is written.
+Arrays: float32, float16, float64 (PowerSign only) or ml_dtypes.bfloat16, in native byte order, C-contiguous,
+writable where updated, of one dtype and shape, and no updated array sharing memory with another (also through two
+mappings of one file). Anything else raises TypeError (a wrong type or dtype) or ValueError (a shape, layout or
+value) naming the argument, before anything is written. The binding checks the buffers again on its side.
 """
 
 from __future__ import annotations
 
-import math
+import inspect
 from typing import Any
 
 import numpy as np
 
-from graph_ir import _kernels
+import op_spec
+from graph_ir import _binding
+from graph_ir.aliasing import check_no_file_aliasing
 from graph_ir.dtypes import as_dtype
-from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, POWER_SIGN, check_fused_ema_adam_attrs
-
-_FEA = FUSED_EMA_ADAM.defaults
-
-
-def _raw(a: np.ndarray) -> np.ndarray:
-    """A view the buffer protocol can export (NumPy cannot export ml_dtypes' bfloat16 format)."""
-    return a.view(np.uint16) if a.dtype.itemsize == 2 else a
+from op_spec.checks import check_attrs, check_input_value
 
 
 def isa() -> str:
     """The SIMD path the kernels use in this process ("avx512bf16", "avx512", "avx2" or "portable")."""
-    return _kernels.isa()
+    return _binding.isa()
+
+
+def _raw(a: np.ndarray) -> np.ndarray:
+    """A view the buffer protocol can export (NumPy cannot export ml_dtypes' bfloat16 format)."""
+    return a.view(np.uint16) if a.dtype.itemsize == 2 and a.dtype.kind == "V" else a
 
 
 def _dtype_name(array: np.ndarray) -> str:
@@ -38,8 +39,8 @@ def _dtype_name(array: np.ndarray) -> str:
 
 
 def _check_arrays(op: str, arrays: dict[str, Any], written: tuple[str, ...], allowed: tuple[str, ...]) -> str:
-    """All arrays: ndarray, one allowed dtype, one shape, C-contiguous; the written ones writable and not
-    overlapping any other. Returns the dtype name."""
+    """All arrays: exactly ndarray-backed, one allowed dtype in native byte order, one shape, C-contiguous; the written
+    ones writable and not overlapping any other. Returns the dtype name."""
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray):
             raise TypeError(f"{op}: {name} must be a NumPy array, got {type(a).__name__}")
@@ -50,6 +51,9 @@ def _check_arrays(op: str, arrays: dict[str, Any], written: tuple[str, ...], all
     for name, a in arrays.items():
         if _dtype_name(a) != dtype:
             raise TypeError(f"{op}: {name} has dtype {_dtype_name(a)} but {first_name} has {dtype}; they must match")
+        if not a.dtype.isnative:
+            raise ValueError(f"{op}: {name} has non-native byte order ({a.dtype.str}); convert it with "
+                             f"a.astype(a.dtype.newbyteorder('='))")
         if a.shape != first.shape:
             raise ValueError(f"{op}: {name} has shape {list(a.shape)} but {first_name} has {list(first.shape)}; "
                              "they must match")
@@ -63,16 +67,17 @@ def _check_arrays(op: str, arrays: dict[str, Any], written: tuple[str, ...], all
         for b in names[i + 1:]:
             if (a in written or b in written) and arrays[a].size and np.shares_memory(arrays[a], arrays[b]):
                 raise ValueError(f"{op}: {a} and {b} share memory; each updated array needs its own buffer")
+    check_no_file_aliasing(op, arrays, written)
     return dtype
 
 
 def _scalar(op: str, name: str, value: Any, dtype: str) -> float:
     """A one-element array or a Python number, rounded to `dtype` and widened back (as the TF op reads it)."""
+    if isinstance(value, np.ndarray) and _dtype_name(value) != dtype:
+        raise TypeError(f"{op}: {name} has dtype {_dtype_name(value)}; expected {dtype} (the dtype of var)")
     array = np.asarray(value)
     if array.size != 1 or array.shape not in ((), (1,)):
         raise ValueError(f"{op}: {name} must be a scalar (shape [] or [1]), got shape {list(array.shape)}")
-    if isinstance(value, np.ndarray) and _dtype_name(value) != dtype:
-        raise TypeError(f"{op}: {name} has dtype {_dtype_name(value)}; expected {dtype} (the dtype of var)")
     if array.dtype.kind not in "fiub" and _dtype_name(array) != "bfloat16":
         raise TypeError(f"{op}: {name} must be a number, got dtype {array.dtype}")
     return float(array.astype(as_dtype(dtype).numpy).reshape(()).astype(np.float64))
@@ -88,32 +93,31 @@ def inplace_apply_power_sign(var, m, lr, logbase, sign_decay, beta, grad) -> Non
     dtype, or Python numbers).
     """
     op = "inplace_apply_power_sign"
-    dtype = _check_arrays(op, {"var": var, "m": m, "grad": grad}, ("var", "m"), POWER_SIGN.dtypes)
+    dtype = _check_arrays(op, {"var": var, "m": m, "grad": grad}, ("var", "m"), op_spec.POWER_SIGN.dtypes)
     scalars = [_scalar(op, n, v, dtype) for n, v in
                (("lr", lr), ("logbase", logbase), ("sign_decay", sign_decay), ("beta", beta))]
-    _kernels.power_sign(dtype, _raw(var), _raw(m), _raw(grad), var.size, *scalars)
+    _binding.power_sign(dtype, _raw(var), _raw(m), _raw(grad), *scalars)
 
 
-def _check_attrs(op: str, lr, ema_decay, beta1, beta2, eps, mode, bias_correction, weight_decay) -> None:
-    """The TF op's checks (the ranges from tf_plugin.signatures), so both faces reject the same inputs."""
-    floats = {"lr": lr, "ema_decay": ema_decay, "beta1": beta1, "beta2": beta2, "eps": eps,
-              "weight_decay": weight_decay}
-    for name, value in floats.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-            raise TypeError(f"{op}: {name} must be a float, got {type(value).__name__}")
-    try:
-        check_fused_ema_adam_attrs({**floats, "mode": mode})
-    except ValueError as e:
-        raise ValueError(f"{op}: {e}") from None
-    if not math.isfinite(lr):
-        raise ValueError(f"{op}: lr must be finite, got {lr}")
-    if not isinstance(bias_correction, (bool, np.bool_)):
-        raise TypeError(f"{op}: bias_correction must be a bool, got {type(bias_correction).__name__}")
+_FEA = op_spec.FUSED_EMA_ADAM
+_FEA_ATTRS = {a.name: a.default for a in (*_FEA.ge.attr_inputs, *_FEA.attrs) if a.name not in _FEA.ge.tf_only_attrs}
 
 
-def apply_fused_ema_adam(grad, var, m, v, s, step, *, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
-                         beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"],
-                         bias_correction=_FEA["bias_correction"], weight_decay=_FEA["weight_decay"]) -> None:
+def _step_value(op: str, step: Any) -> int:
+    if isinstance(step, np.ndarray):
+        if step.dtype != np.int64:
+            raise TypeError(f"{op}: step must be int64, got dtype {step.dtype}")
+        if step.size != 1 or step.shape not in ((), (1,)):
+            raise ValueError(f"{op}: step must have one element (shape [] or [1]), got shape {list(step.shape)}")
+        return int(step.reshape(()))
+    if isinstance(step, (int, np.integer)) and not isinstance(step, (bool, np.bool_)):
+        if not -(2**63) <= int(step) < 2**63:
+            raise ValueError(f"{op}: step must fit in int64, got {step}")
+        return int(step)
+    raise TypeError(f"{op}: step must be an int64 array or an int, got {type(step).__name__}")
+
+
+def apply_fused_ema_adam(grad, var, m, v, s, step, **attrs) -> None:
     """FusedEmaAdam in place on var, m, v, s (GE ApplyFusedEmaAdam; aclnnApplyFusedEmaAdam), in float32:
 
         (c1, c2) = (1 - beta1^step, 1 - beta2^step) if bias_correction else (1, 1)
@@ -122,24 +126,26 @@ def apply_fused_ema_adam(grad, var, m, v, s, step, *, lr=FUSED_EMA_ADAM_LR_DEFAU
         s = ema_decay * s + (1 - ema_decay) * var
 
     grad, var, m, v, s: arrays of one dtype (float16, bfloat16, float32) and shape; step: an int64 array of one
-    element (shape [] or [1]) or a Python int, >= 1 when bias_correction.
+    element (shape [] or [1]) or a Python int, >= 1 when bias_correction. The keyword attributes (lr, ema_decay,
+    beta1, beta2, eps, mode, bias_correction, weight_decay) and their defaults are op_spec.FUSED_EMA_ADAM's.
     """
     op = "apply_fused_ema_adam"
-    arrays = {"grad": grad, "var": var, "m": m, "v": v, "s": s}
-    dtype = _check_arrays(op, arrays, ("var", "m", "v", "s"), FUSED_EMA_ADAM.dtypes)
-    _check_attrs(op, lr, ema_decay, beta1, beta2, eps, mode, bias_correction, weight_decay)
-    if isinstance(step, np.ndarray):
-        if step.dtype != np.int64:
-            raise TypeError(f"{op}: step must be int64, got dtype {step.dtype}")
-        if step.size != 1 or step.shape not in ((), (1,)):
-            raise ValueError(f"{op}: step must have one element (shape [] or [1]), got shape {list(step.shape)}")
-        step_value = int(step.reshape(()))
-    elif isinstance(step, (int, np.integer)) and not isinstance(step, bool):
-        step_value = int(step)
-    else:
-        raise TypeError(f"{op}: step must be an int64 array or an int, got {type(step).__name__}")
-    if bias_correction and step_value < 1:
-        raise ValueError(f"{op}: step must be >= 1 when bias_correction is true, got {step_value}")
-    _kernels.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), var.size, step_value, float(lr), float(ema_decay),
-                            float(beta1), float(beta2), float(eps), int(mode), bool(bias_correction),
-                            float(weight_decay))
+    unknown = sorted(set(attrs) - set(_FEA_ATTRS))
+    if unknown:
+        raise TypeError(f"{op}: unexpected keyword argument(s) {', '.join(unknown)}; it takes "
+                        f"{', '.join(_FEA_ATTRS)}")
+    dtype = _check_arrays(op, {"grad": grad, "var": var, "m": m, "v": v, "s": s}, ("var", "m", "v", "s"),
+                          _FEA.dtypes)
+    try:
+        values = check_attrs(_FEA, {**_FEA_ATTRS, **attrs})
+        check_input_value(_FEA, "step", _step_value(op, step), values)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op}: {e}") from None
+    _binding.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), _step_value(op, step), values["lr"],
+                            values["ema_decay"], values["beta1"], values["beta2"], values["eps"], values["mode"],
+                            values["bias_correction"], values["weight_decay"])
+
+
+apply_fused_ema_adam.__signature__ = inspect.Signature(
+    [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("grad", "var", "m", "v", "s", "step")]
+    + [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d) for n, d in _FEA_ATTRS.items()])

@@ -1,4 +1,4 @@
-"""One builder per registered GE op, generated from the registry (graph_ir/ir.py).
+"""One builder per registered GE op, generated from the registry (graph_ir/registry.py).
 
 Each builder takes the op's inputs positionally in IR order and its attributes as keywords with the IR defaults,
 plus ``name`` and ``control_inputs``; it returns one handle per IR output (a tuple when there are several).
@@ -11,14 +11,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from graph_ir import ir
+from graph_ir import registry
+from graph_ir.builders import to_handle
 from graph_ir.dtypes import as_dtype
-from graph_ir.graph import Handle, default_graph, to_handle
+from graph_ir.graph import default_graph
+from graph_ir.nodes import Handle
 
 _OWN_BUILDERS = ("Data", "RefData", "Variable", "Const", "NetOutput")
 
 
-def _input_dtype(op: ir.IrOp, spec: ir.IrInput, given: dict[str, Any]):
+def _input_dtype(op: registry.IrOp, spec: registry.IrInput, given: dict[str, Any]):
     """The dtype a non-handle argument is converted to: the op's shared dtype (from a handle in its group), or the
     input's only allowed dtype."""
     if spec.name in op.same_dtype:
@@ -30,7 +32,7 @@ def _input_dtype(op: ir.IrOp, spec: ir.IrInput, given: dict[str, Any]):
     return as_dtype("float32")
 
 
-def _make_builder(op: ir.IrOp):
+def _make_builder(op: registry.IrOp):
     params = [inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 default=None if i.optional else inspect.Parameter.empty) for i in op.inputs]
     params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
@@ -71,8 +73,8 @@ def _make_builder(op: ir.IrOp):
     return builder
 
 
-for _op in ir.REGISTRY.values():
+for _op in registry.REGISTRY.values():
     if _op.type not in _OWN_BUILDERS:
         globals()[_op.type] = _make_builder(_op)
 
-__all__ = [op.type for op in ir.REGISTRY.values() if op.type not in _OWN_BUILDERS]
+__all__ = [op.type for op in registry.REGISTRY.values() if op.type not in _OWN_BUILDERS]

@@ -1,4 +1,5 @@
-"""Graph <-> ge.proto.ModelDef, through the protobuf library (graph_ir/proto), and .air / .pbtxt files.
+"""Graph -> ge.proto.ModelDef, through the protobuf library (graph_ir/proto), and .air / .pbtxt files (reading them
+back is graph_ir/load.py).
 
 Following CANN's conventions (see ../shared/research/ge_ir.md §1–3, §7):
 - OpDef.input holds "node:index" data edges in IR order, then "node:-1" control edges;
@@ -15,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 from google.protobuf import text_format
 
-from graph_ir import ir, proto
-from graph_ir.dtypes import as_dtype, from_ge, from_proto
-from graph_ir.graph import Graph, GraphError, Handle, Node, TensorDesc
+from graph_ir import proto
+from graph_ir.dtypes import as_dtype
+from graph_ir.nodes import Node, TensorDesc
+from graph_ir.registry import IrAttr
 
-_META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
+META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
 
 
 def _fill_desc(out, desc: TensorDesc) -> None:
@@ -29,19 +31,9 @@ def _fill_desc(out, desc: TensorDesc) -> None:
     out.shape.dim.extend(desc.shape)
 
 
-def _read_desc(d) -> TensorDesc:
-    return TensorDesc(d.name, from_proto(d.dtype), tuple(int(x) for x in d.shape.dim))
-
-
 def _fill_tensor(out, name: str, array: np.ndarray) -> None:
     _fill_desc(out.desc, TensorDesc(name, as_dtype(array.dtype), tuple(array.shape)))
     out.data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-
-
-def _read_tensor(t) -> np.ndarray:
-    desc = _read_desc(t.desc)
-    array = np.frombuffer(t.data, dtype=np.dtype(desc.dtype.numpy).newbyteorder("<"))
-    return array.astype(desc.dtype.numpy).reshape(desc.shape).copy()
 
 
 def _string_list(attr, values) -> None:
@@ -54,7 +46,7 @@ def _int_list(attr, values) -> None:
     attr.list.i.extend(values)
 
 
-def _write_attr(attr, spec: ir.IrAttr, value) -> None:
+def _write_attr(attr, spec: IrAttr, value) -> None:
     if spec.type == "bool":
         attr.b = value
     elif spec.type == "int":
@@ -71,22 +63,6 @@ def _write_attr(attr, spec: ir.IrAttr, value) -> None:
         _int_list(attr, value)
     else:
         raise AssertionError(spec.type)
-
-
-def _read_attr(attr, spec: ir.IrAttr):
-    kind = attr.WhichOneof("value")
-    expected = {"bool": "b", "int": "i", "float": "f", "string": "s", "type": "dt", "tensor": "t", "list_int": "list"}
-    if kind != expected[spec.type]:
-        raise GraphError(f"attribute {spec.name!r} is stored as {kind!r}, expected {expected[spec.type]!r}")
-    if spec.type == "string":
-        return attr.s.decode()
-    if spec.type == "type":
-        return from_ge(attr.dt)
-    if spec.type == "tensor":
-        return _read_tensor(attr.t)
-    if spec.type == "list_int":
-        return list(attr.list.i)
-    return getattr(attr, kind)
 
 
 def _op_def(node: Node, out) -> None:
@@ -110,65 +86,17 @@ def _op_def(node: Node, out) -> None:
     _int_list(out.attr["_output_name_value"], range(len(node.output_descs)))
 
 
-def to_model_def(graph: Graph):
-    """The graph as a ge.proto.ModelDef with one GraphDef (graph[0], the root graph)."""
-    model = proto.ModelDef(name=graph.name)
-    graph_def = model.graph.add(name=graph.name)
-    for node in graph.topological_order():
+def to_model_def(name: str, nodes: list[Node]):
+    """A ge.proto.ModelDef with one GraphDef (graph[0], the root graph) of the nodes, given in topological order."""
+    model = proto.ModelDef(name=name)
+    graph_def = model.graph.add(name=name)
+    for node in nodes:
         _op_def(node, graph_def.op.add())
     return model
 
 
-def from_model_def(model) -> Graph:
-    """Rebuilds a Graph from a ModelDef (its root graph), verifying every node against the registry."""
-    if not model.graph:
-        raise GraphError(f"ModelDef {model.name!r} has no graph")
-    graph_def = model.graph[0]
-    graph = Graph(graph_def.name or model.name)
-    ops = {op.name: op for op in graph_def.op}
-    if len(ops) != len(graph_def.op):
-        raise GraphError(f"graph {graph.name!r} has duplicate node names")
-    building: set[str] = set()
-
-    def build(name: str) -> Node:
-        if name in graph.nodes:
-            return graph.nodes[name]
-        if name not in ops:
-            raise GraphError(f"an edge refers to node {name!r}, which graph {graph.name!r} does not have")
-        if name in building:
-            raise GraphError(f"graph {graph.name!r} has a cycle through node {name!r}")
-        building.add(name)
-        op_def = ops[name]
-        spec = ir.get(op_def.type)
-        inputs, controls = [], []
-        for edge in op_def.input:
-            src, _, index = edge.rpartition(":")
-            if not src:
-                raise GraphError(f"node {name!r}: malformed edge {edge!r} (expected 'node:index')")
-            if int(index) < 0:
-                controls.append(build(src))
-            else:
-                inputs.append(Handle(build(src), int(index)))
-        specs = {a.name: a for a in spec.attrs}
-        attrs = {k: _read_attr(v, specs[k]) for k, v in op_def.attr.items() if k in specs}
-        unknown = [k for k in op_def.attr if k not in specs and k not in _META_KEYS]
-        if unknown:
-            raise GraphError(f"node {name!r} ({op_def.type}) has attributes the registry does not know: {unknown}")
-        descs = [_read_desc(d) for d in op_def.output_desc]
-        node = graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls,
-                              output_descs=descs, exact_name=True)
-        building.discard(name)
-        return node
-
-    for name in ops:
-        build(name)
-    if "NetOutput" in graph.nodes:
-        graph.outputs = list(graph.nodes["NetOutput"].inputs)
-    return graph
-
-
-def save(graph: Graph, path: str) -> None:
-    model = to_model_def(graph)
+def write(model, path: str) -> None:
+    """Writes a ModelDef: binary for .air, protobuf text format for .pbtxt."""
     if path.endswith(".pbtxt"):
         with open(path, "w") as f:
             f.write(text_format.MessageToString(model))
@@ -177,24 +105,3 @@ def save(graph: Graph, path: str) -> None:
             f.write(model.SerializeToString())
     else:
         raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")
-
-
-def load(path: str) -> Graph:
-    """Reads a Graph from an .air (binary ge.proto.ModelDef) or .pbtxt (text format) file."""
-    model = proto.ModelDef()
-    if path.endswith(".pbtxt"):
-        with open(path) as f:
-            text_format.Parse(f.read(), model)
-    elif path.endswith(".air"):
-        with open(path, "rb") as f:
-            model.ParseFromString(f.read())
-    else:
-        raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")
-    return from_model_def(model)
-
-
-def loads(data: bytes) -> Graph:
-    """A Graph from a serialized binary ModelDef."""
-    model = proto.ModelDef()
-    model.ParseFromString(data)
-    return from_model_def(model)

@@ -1,84 +1,160 @@
 """A session that executes GE graphs on graph_ir.kernels, as ge::Session does on the device.
 
-Nodes run in topological order (data and control edges). Variables are session-held and shared by name across the
-session's graphs, initialized from their `value` attr when the session first sees them. The optimizer ops write the
-Variable's (or RefData's) own buffer: the kernels run in place, nothing is copied. run_graph returns copies of the
-NetOutput values, so later runs cannot change what it returned. A Data input is copied when fed (an in-place op
-on it writes the graph's copy, as GE would); a RefData input is the caller's array itself, written in place.
+- Nodes run in topological order (data and control edges). Runs of one Session are serialized by a lock, as
+  ge::Session serializes a graph's runs: concurrent run_graph calls give the result of some serial order.
+- Variables are session-held and shared by name across the session's graphs, initialized from their `value` attr
+  when the session first sees them. The optimizer ops write the Variable's (or RefData's) own buffer in place.
+- A Data input is copied when fed (an in-place op on it writes the graph's copy, as GE would); a RefData input is
+  the caller's array itself, written in place.
+- Identity is a snapshot: it copies only when its source may still be written in place later in the run (a
+  Variable, RefData or Data buffer); otherwise it passes the array on. Values are dropped after their last use.
+- run_graph returns copies of the NetOutput values, so later runs cannot change what it returned. Outputs that are
+  the same tensor (or views of one buffer) are returned as one array (or views of one copy).
+- Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
+  new arrays, returned copies) and refuses a graph above the session's bound (max_run_bytes, by default 256 MiB
+  plus 4 times the graph's own data: its Consts, Variables and Data inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from graph_ir import kernels
-from graph_ir.graph import Graph, GraphError, Node
+from graph_ir.dtypes import as_dtype
+from graph_ir.errors import GraphError
+from graph_ir.executors import ALIASING, ALLOCATING, EXECUTORS
+from graph_ir.graph import Graph
+from graph_ir.nodes import Node
+from graph_ir.registry import WRITABLE_SOURCES
+from graph_ir.verify import is_int
+
+BASE_RUN_BYTES = 256 * 2**20
+GRAPH_DATA_FACTOR = 4
+_SOURCES = ("Data", "RefData", "Variable", "Const", "NetOutput")
 
 
-def _power_sign(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    var, m, lr, logbase, sign_decay, beta, grad = args
-    kernels.inplace_apply_power_sign(var, m, lr.reshape(()), logbase.reshape(()), sign_decay.reshape(()),
-                                     beta.reshape(()), grad)
-    return [var, m]
+@dataclass
+class _Plan:
+    graph: Graph
+    order: list[Node]
+    snapshot: set[str]  # Identity nodes that must copy
+    drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
+    peak_bytes: int
 
 
-def _fused_ema_adam(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    grad, var, m, v, s, step = args
-    a = node.attrs
-    kernels.apply_fused_ema_adam(grad, var, m, v, s, step, lr=a["lr"], ema_decay=a["ema_decay"], beta1=a["beta1"],
-                                 beta2=a["beta2"], eps=a["eps"], mode=a["mode"],
-                                 bias_correction=a["bias_correction"], weight_decay=a["weight_decay"])
-    return [var, m, v, s]
+def _plan(graph: Graph, limit: int | None) -> _Plan:
+    """The run order, which Identities copy, when values die, and the peak memory of a run (checked against the
+    bound)."""
+    order = graph.topological_order()
+    position = {n.name: k for k, n in enumerate(order)}
+    storage: dict[tuple[str, int], tuple[str, int]] = {}  # a value -> the buffer it lives in
+    mutable: set[tuple[str, int]] = set()  # buffers an in-place op may write
+    sizes: dict[tuple[str, int], int] = {}  # buffers this run allocates -> bytes
+    snapshot, last_use = set(), {}
+    graph_bytes = 0
+    for node in order:
+        if node.type not in EXECUTORS and node.type not in _SOURCES:
+            raise GraphError(f"the session cannot execute {node.type} (node {node.name!r})")
+        for k, desc in enumerate(node.output_descs):
+            key = (node.name, k)
+            if node.type in WRITABLE_SOURCES or node.type == "Const":
+                storage[key] = key
+                graph_bytes += desc.nbytes
+                if node.type in WRITABLE_SOURCES:
+                    mutable.add(key)
+                if node.type == "Data":
+                    sizes[key] = desc.nbytes
+            elif node.op.refs and k in node.op.refs:
+                storage[key] = storage[(node.inputs[node.op.refs[k]].node.name, node.inputs[node.op.refs[k]].index)]
+            elif node.type in ALIASING:
+                source = storage[(node.inputs[0].node.name, node.inputs[0].index)]
+                if node.type == "Identity" and source in mutable:
+                    snapshot.add(node.name)
+                    storage[key] = key
+                    sizes[key] = desc.nbytes
+                else:
+                    storage[key] = source
+            else:
+                assert node.type in ALLOCATING or node.type == "NetOutput", node.type
+                storage[key] = key
+                sizes[key] = desc.nbytes
+        for h in node.inputs:
+            if h is not None:
+                last_use[(h.node.name, h.index)] = position[node.name]
+    drop_after: list[list[tuple[str, int]]] = [[] for _ in order]
+    for key, k in last_use.items():
+        drop_after[k].append(key)
+    # Peak: buffers allocated so far and not yet dead (a buffer dies with the last value living in it).
+    buffer_death: dict[tuple[str, int], int] = {}
+    for key, buf in storage.items():
+        buffer_death[buf] = max(buffer_death.get(buf, -1), last_use.get(key, position[key[0]]))
+    freed_at: dict[int, int] = {}
+    for buf, size in sizes.items():
+        freed_at[buffer_death[buf]] = freed_at.get(buffer_death[buf], 0) + size
+    live = peak = 0
+    for k, node in enumerate(order):
+        live += sum(sizes.get((node.name, j), 0) for j in range(len(node.output_descs)))
+        if node.type == "NetOutput":  # the returned copies, one per distinct buffer
+            live += sum(_nbytes(graph, b) for b in {storage[(h.node.name, h.index)] for h in node.inputs})
+        peak = max(peak, live)
+        live -= freed_at.get(k, 0)
+    bound = limit if limit is not None else BASE_RUN_BYTES + GRAPH_DATA_FACTOR * graph_bytes
+    if peak > bound:
+        raise GraphError(f"graph {graph.name!r}: a run would hold {peak} bytes, above this session's bound of {bound} "
+                         f"bytes; pass graph_ir.Session(max_run_bytes=...) to allow more")
+    return _Plan(graph, order, snapshot, drop_after, peak)
 
 
-def _cast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    return [args[0].astype(node.attrs["dst_type"].numpy)]
-
-
-def _reshape(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    return [args[0].reshape(node.output_descs[0].shape)]
-
-
-_EXECUTORS: dict[str, Callable[[Node, list[np.ndarray]], list[np.ndarray]]] = {
-    "InplaceApplyPowerSign": _power_sign,
-    "ApplyFusedEmaAdam": _fused_ema_adam,
-    "Identity": lambda node, args: [args[0].copy()],  # a snapshot: a later in-place update must not show through
-    "Cast": _cast,
-    "Reshape": _reshape,
-}
+def _nbytes(graph: Graph, key: tuple[str, int]) -> int:
+    return graph.nodes[key[0]].output_descs[key[1]].nbytes
 
 
 class Session:
-    """Runs GE graphs: add_graph, run_graph, get_variables, set_variables (the ge::Session calls)."""
+    """Runs GE graphs: add_graph, run_graph, get_variables, set_variables (the ge::Session calls).
 
-    def __init__(self):
-        self._graphs: dict[int, tuple[Graph, list[Node]]] = {}
+    max_run_bytes: the most memory one run may hold (see the module docstring); by default 256 MiB plus four times
+    the graph's own data.
+    """
+
+    def __init__(self, *, max_run_bytes: int | None = None):
+        if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
+            raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
+        self._max_run_bytes = max_run_bytes
+        self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def add_graph(self, graph_id: int, graph: Graph) -> None:
-        """Verifies the graph, plans its order, and creates the Variables this session does not hold yet."""
-        if graph_id in self._graphs:
-            raise ValueError(f"graph id {graph_id} is already added; remove_graph({graph_id}) first")
+        """Verifies the graph, plans its runs, and creates the Variables this session does not hold yet."""
+        _check_graph_id(graph_id)
+        if not isinstance(graph, Graph):
+            raise TypeError(f"add_graph: graph must be a graph_ir.Graph, got {type(graph).__name__}")
         graph.verify()
-        order = graph.topological_order()
-        for node in order:
-            if node.type not in _EXECUTORS and node.type not in ("Data", "RefData", "Variable", "Const", "NetOutput"):
-                raise GraphError(f"the session cannot execute {node.type} (node {node.name!r})")
-        for node in graph.nodes_of_type("Variable"):
-            value = node.attrs.get("value")
-            held = self._variables.get(node.name)
-            if held is None:
-                self._variables[node.name] = np.array(value, copy=True, order="C")
-            elif held.dtype != value.dtype or held.shape != value.shape:
-                raise GraphError(f"Variable {node.name!r} is held as {held.dtype}{list(held.shape)}, but graph "
-                                 f"{graph.name!r} declares {value.dtype}{list(value.shape)}")
-        self._graphs[graph_id] = (graph, order)
+        plan = _plan(graph, self._max_run_bytes)
+        with self._lock:
+            if graph_id in self._plans:
+                raise ValueError(f"graph id {graph_id} is already added; remove_graph({graph_id}) first")
+            new = {}
+            for node in graph.nodes_of_type("Variable"):
+                value = node.attrs["value"]
+                held = self._variables.get(node.name, new.get(node.name))
+                if held is None:
+                    new[node.name] = np.array(value, copy=True, order="C")
+                elif held.dtype != value.dtype or held.shape != value.shape:
+                    raise GraphError(f"Variable {node.name!r} is held as {held.dtype}{list(held.shape)}, but graph "
+                                     f"{graph.name!r} declares {value.dtype}{list(value.shape)}")
+            self._variables.update(new)
+            self._plans[graph_id] = plan
 
     def remove_graph(self, graph_id: int) -> None:
-        self._graphs.pop(graph_id)
+        with self._lock:
+            if graph_id not in self._plans:
+                raise KeyError(f"no graph with id {graph_id!r}")
+            del self._plans[graph_id]
 
     def _feeds(self, graph: Graph, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
         feeds = {}
@@ -89,33 +165,46 @@ class Session:
         for node in data:
             index, desc = node.attrs["index"], node.output_descs[0]
             value = inputs[index]
+            name = f"input {index} ({node.name}{', RefData' if node.type == 'RefData' else ''})"
+            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            try:
+                dtype_name = as_dtype(array.dtype).name
+            except TypeError:
+                dtype_name = str(array.dtype)
+            if dtype_name != desc.dtype.name:
+                raise TypeError(f"{name} has dtype {dtype_name}, expected {desc.dtype}")
             if node.type == "RefData":
-                if not isinstance(value, np.ndarray) or not value.flags.writeable or not value.flags.c_contiguous:
-                    raise ValueError(f"input {index} ({node.name}, RefData) must be a writable C-contiguous array: "
-                                     "it is updated in place")
-                array = value
+                if not isinstance(value, np.ndarray) or not value.flags.writeable or not value.flags.c_contiguous \
+                        or not value.dtype.isnative:
+                    raise ValueError(f"{name} must be a writable C-contiguous array in native byte order: it is "
+                                     "updated in place")
             else:
-                array = np.array(value, copy=True, order="C")  # a Data input is the graph's own copy
-            if array.dtype != np.dtype(desc.dtype.numpy):
-                raise TypeError(f"input {index} ({node.name}) has dtype {array.dtype}, expected {desc.dtype}")
+                array = np.array(array, dtype=desc.dtype.numpy, copy=True, order="C")  # the graph's own copy
             if array.shape != desc.shape:
-                if array.size == 1 and int(np.prod(desc.shape)) == 1 and node.type == "Data":
+                if array.size == 1 and desc.num_elements == 1 and node.type == "Data":
                     array = array.reshape(desc.shape)
                 else:
-                    raise ValueError(f"input {index} ({node.name}) has shape {list(array.shape)}, expected "
-                                     f"{list(desc.shape)}")
+                    raise ValueError(f"{name} has shape {list(array.shape)}, expected {list(desc.shape)}")
             feeds[node.name] = array
         return feeds
 
     def run_graph(self, graph_id: int, inputs: Sequence[Any] = ()) -> list[np.ndarray]:
-        """Runs graph `graph_id` with `inputs` fed to its Data nodes by index; returns copies of its outputs."""
-        if graph_id not in self._graphs:
-            raise KeyError(f"no graph with id {graph_id}; add_graph it first")
-        graph, order = self._graphs[graph_id]
-        feeds = self._feeds(graph, inputs)
+        """Runs graph `graph_id` with `inputs` (a list, fed to the Data nodes by index); returns copies of its
+        outputs."""
+        _check_graph_id(graph_id)
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+            raise TypeError(f"run_graph: inputs must be a list of arrays, got {type(inputs).__name__}")
+        with self._lock:
+            if graph_id not in self._plans:
+                raise KeyError(f"no graph with id {graph_id}; add_graph it first")
+            plan = self._plans[graph_id]
+            feeds = self._feeds(plan.graph, inputs)
+            return self._run(plan, feeds)
+
+    def _run(self, plan: _Plan, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         values: dict[tuple[str, int], np.ndarray] = {}
         outputs: list[np.ndarray] = []
-        for node in order:
+        for k, node in enumerate(plan.order):
             if node.type in ("Data", "RefData"):
                 results = [feeds[node.name]]
             elif node.type == "Variable":
@@ -123,34 +212,61 @@ class Session:
             elif node.type == "Const":
                 results = [node.attrs["value"]]
             elif node.type == "NetOutput":
-                outputs = [np.array(values[(h.node.name, h.index)], copy=True) for h in node.inputs]
-                continue
+                outputs = _copy_outputs([values[(h.node.name, h.index)] for h in node.inputs])
+                results = []
             else:
                 args = [values[(h.node.name, h.index)] for h in node.inputs if h is not None]
-                results = _EXECUTORS[node.type](node, args)
-            for k, r in enumerate(results):
-                values[(node.name, k)] = r
+                results = EXECUTORS[node.type](node, args)
+                if node.name in plan.snapshot:
+                    results = [np.array(results[0], copy=True)]
+            for j, r in enumerate(results):
+                values[(node.name, j)] = r
+            for key in plan.drop_after[k]:
+                values.pop(key, None)
         return outputs
 
     def get_variables(self, names: Iterable[str]) -> list[np.ndarray]:
-        """Copies of the named Variables' values."""
-        out = []
-        for name in names:
-            if name not in self._variables:
-                raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
-            out.append(self._variables[name].copy())
-        return out
+        """Copies of the named Variables' values (`names`: a list of Variable names)."""
+        if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+            raise TypeError(f"get_variables: names must be a list of Variable names, got {type(names).__name__} "
+                            f"{names!r:.80}")
+        names = list(names)
+        with self._lock:
+            for name in names:
+                if not isinstance(name, str) or name not in self._variables:
+                    raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
+            return [self._variables[name].copy() for name in names]
 
     def set_variables(self, values: Mapping[str, Any]) -> None:
         """Writes new values into held Variables, in their own buffers (dtype and shape must match)."""
-        checked = {}
-        for name, value in values.items():
-            if name not in self._variables:
-                raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
-            held, array = self._variables[name], np.asarray(value)
-            if array.dtype != held.dtype or array.shape != held.shape:
-                raise ValueError(f"Variable {name!r} is {held.dtype}{list(held.shape)}, got "
-                                 f"{array.dtype}{list(array.shape)}")
-            checked[name] = array
-        for name, array in checked.items():
-            np.copyto(self._variables[name], array)
+        if not isinstance(values, Mapping):
+            raise TypeError(f"set_variables: values must be a dict {{name: array}}, got {type(values).__name__}")
+        with self._lock:
+            checked = {}
+            for name, value in values.items():
+                if not isinstance(name, str) or name not in self._variables:
+                    raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
+                held, array = self._variables[name], np.asarray(value)
+                if array.dtype.newbyteorder("=") != held.dtype or array.shape != held.shape:
+                    raise ValueError(f"Variable {name!r} is {held.dtype}{list(held.shape)}, got "
+                                     f"{array.dtype}{list(array.shape)}")
+                checked[name] = array
+            for name, array in checked.items():
+                np.copyto(self._variables[name], array)
+
+
+def _check_graph_id(graph_id: Any) -> None:
+    if not is_int(graph_id) or not 0 <= graph_id < 2**32:
+        raise TypeError(f"graph_id must be an int in [0, 2**32), got {graph_id!r:.80}")
+
+
+def _copy_outputs(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """One copy per distinct buffer; outputs of one buffer are views of that copy."""
+    copies: dict[tuple[int, int, str], np.ndarray] = {}
+    out = []
+    for a in arrays:
+        key = (a.__array_interface__["data"][0], a.nbytes, a.dtype.str)
+        if key not in copies:
+            copies[key] = np.array(a, copy=True, order="C")
+        out.append(copies[key].reshape(a.shape))
+    return out

@@ -10,12 +10,12 @@
 #include "kernels/simd/kernel_table.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#define TFP_HAVE_X86_PATHS 1
+#define OPTIM_HAVE_X86_PATHS 1
 #else
-#define TFP_HAVE_X86_PATHS 0
+#define OPTIM_HAVE_X86_PATHS 0
 #endif
 
-namespace tfp_kernels {
+namespace optim_kernels {
 namespace {
 
 Isa requested_isa(Isa best) {
@@ -40,7 +40,7 @@ Isa requested_isa(Isa best) {
 }
 
 const KernelTable* table_for(Isa isa) {
-#if TFP_HAVE_X86_PATHS
+#if OPTIM_HAVE_X86_PATHS
   if (isa == Isa::kAvx512Bf16) return &kAvx512Bf16Kernels;
   if (isa == Isa::kAvx512) return &kAvx512Kernels;
   if (isa == Isa::kAvx2) return &kAvx2Kernels;
@@ -70,7 +70,7 @@ const char* isa_name(Isa isa) {
 }
 
 Isa best_supported_isa() {
-#if TFP_HAVE_X86_PATHS
+#if OPTIM_HAVE_X86_PATHS
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
     if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512Bf16;
@@ -129,4 +129,4 @@ void fused_ema_adam_update(const bfloat16_t* grad, bfloat16_t* var, bfloat16_t* 
   fused_ema_adam_range(grad, var, m, v, s, k, begin, end);
 }
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

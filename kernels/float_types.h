@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 struct half_t {
   uint16_t bits;
@@ -98,4 +98,4 @@ inline T narrow(compute_t<T> x) {
   }
 }
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

@@ -1,7 +1,7 @@
 // FusedEmaAdam's per-call scalars: plain data, shared by the portable loop and the SIMD paths.
 #pragma once
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 struct FusedEmaAdamScalars {
   float lr;
@@ -14,4 +14,4 @@ struct FusedEmaAdamScalars {
   bool decoupled;  // mode 1 (AdamW); mode 0 adds weight_decay * var to the gradient (L2)
 };
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

@@ -3,7 +3,7 @@
 // instruction sets, and are called only when CPUID says the CPU has them.
 #pragma once
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 enum class Isa : int {
   kPortable = 0,  // plain C++ (whatever the compiler vectorizes for baseline x86-64 or another architecture)
@@ -21,4 +21,4 @@ Isa best_supported_isa();
 // TF_PLUGIN_ISA names ("portable", "avx2", "avx512", "avx512bf16"), capped to what the CPU supports.
 Isa active_isa();
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

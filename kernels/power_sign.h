@@ -15,7 +15,7 @@
 #include "kernels/float_types.h"
 #include "kernels/power_sign_scalars.h"
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 // Per-call scalars, computed in C (float32 for 16-bit and float storage, float64 for double).
 template <typename C>
@@ -74,4 +74,4 @@ void power_sign_update(bfloat16_t* var, bfloat16_t* m, const bfloat16_t* grad, c
 void power_sign_update(double* var, double* m, const double* grad, const PowerSignScalars<double>& s, int64_t begin,
                        int64_t end);
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

@@ -1,7 +1,7 @@
 // PowerSign's per-call scalars: plain data, shared by the portable loop and the SIMD paths.
 #pragma once
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 template <typename C>
 struct PowerSignScalars {
@@ -16,4 +16,4 @@ struct PowerSignScalars {
   bool finite_scales;
 };
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

@@ -9,8 +9,8 @@ def main() -> None:
     import tensorflow as tf
 
     import tf_plugin
+    from op_spec import ALL, OP_PREFIX
     from tf_plugin import _build_info, _loader
-    from tf_plugin.signatures import ALL, OP_PREFIX
 
     registered = sorted(n for n in dir(tf_plugin.op_library) if n.startswith(OP_PREFIX))
     declared = sorted(n for sig in ALL for n in (sig.ref_op, sig.resource_op))
@@ -22,7 +22,7 @@ def main() -> None:
           "TF_PLUGIN_ISA can force portable, avx2, avx512, avx512bf16)")
     print(f"registered ops: {', '.join(registered)}")
     if registered != declared:
-        print(f"WARNING: tf_plugin/signatures.py declares {', '.join(declared)}")
+        print(f"WARNING: op_spec declares {', '.join(declared)}")
 
 
 if __name__ == "__main__":

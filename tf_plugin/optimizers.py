@@ -15,9 +15,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
+from op_spec.checks import check_attrs
 from tf_plugin import raw_ops
 from tf_plugin import sign_decay as sign_decay_lib
-from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, check_fused_ema_adam_attrs
 
 _FEA = FUSED_EMA_ADAM.defaults
 _MODES = {"l2": 0, "adamw": 1}
@@ -173,8 +174,8 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
         self.ema_decay, self.fused_weight_decay = float(ema_decay), float(weight_decay)
         self.mode, self.bias_correction = mode, bool(bias_correction)
         # Attribute ranges are the op's; check them now rather than at the first step.
-        check_fused_ema_adam_attrs(
-            {"beta1": beta_1, "beta2": beta_2, "ema_decay": ema_decay, "eps": epsilon, "weight_decay": weight_decay},
+        check_attrs(
+            FUSED_EMA_ADAM, {"beta1": beta_1, "beta2": beta_2, "ema_decay": ema_decay, "eps": epsilon, "weight_decay": weight_decay},
             shown_as={"beta1": "beta_1", "beta2": "beta_2", "eps": "epsilon"})
 
     def build(self, var_list):

@@ -1,14 +1,29 @@
-"""Raw-op mirrors of tf.raw_ops.ApplyPowerSign / ResourceApplyPowerSign, plus FusedEmaAdam. Keyword-only."""
+"""Raw-op mirrors of tf.raw_ops.ApplyPowerSign / ResourceApplyPowerSign, plus FusedEmaAdam: keyword-only, like
+tf.raw_ops. The four wrappers are generated from op_spec (inputs, attributes and their defaults), so their
+signatures cannot drift from the op registrations, which are generated from the same declarations.
+
+- ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None): ref variables
+  (tf.compat.v1 graphs); returns the updated var.
+- ResourceApplyPowerSign(...): resource handles (``v.handle``; a tf.Variable is accepted); eager, tf.function and
+  graph mode.
+- ApplyFusedEmaAdam / ResourceApplyFusedEmaAdam(*, var, m, v, s, grad, step, lr=1e-3, ema_decay=0.9999, beta1=0.9,
+  beta2=0.999, eps=1e-8, mode=1, bias_correction=True, weight_decay=0.0, use_locking=False, name=None).
+
+T is var's dtype (ref ops) or grad's (resource ops). Python numbers are converted to the input's dtype; a tensor of
+another dtype is an InvalidArgumentError naming the input.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
+import op_spec
 from tf_plugin import op_library
-from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT, POWER_SIGN
 
 
 def _invalid(message: str) -> tf.errors.InvalidArgumentError:
@@ -35,12 +50,6 @@ def _handle(var: Any) -> Any:
     return var
 
 
-def _check_dtype(dtype: tf.DType, allowed: tuple[str, ...], what: str) -> tf.DType:
-    if dtype.name not in allowed:
-        raise _invalid(f"{what} has dtype {dtype.name}; expected one of {', '.join(allowed)}")
-    return dtype
-
-
 def _as_tensor(value: Any, dtype: tf.DType, name: str, because: str) -> tf.Tensor:
     """Python numbers and arrays are converted to dtype; a tensor of another dtype is an error naming `name`."""
     if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.base_dtype != dtype:
@@ -48,99 +57,72 @@ def _as_tensor(value: Any, dtype: tf.DType, name: str, because: str) -> tf.Tenso
     return tf.convert_to_tensor(value, dtype=dtype, name=name)
 
 
-def _grad_dtype(grad: Any) -> tf.DType:
-    return grad.dtype.base_dtype if isinstance(grad, (tf.Tensor, tf.Variable)) else tf.convert_to_tensor(grad).dtype
+def _dtype_of(value: Any) -> tf.DType:
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.dtype.base_dtype
+    return tf.convert_to_tensor(value).dtype
 
 
-def _power_sign_inputs(dtype: tf.DType, lr, logbase, sign_decay, beta, grad) -> dict[str, tf.Tensor]:
-    _check_dtype(dtype, POWER_SIGN.dtypes, "var")
-    because = f"all PowerSign tensors share T = {dtype.name}"
-    values = {"lr": lr, "logbase": logbase, "sign_decay": sign_decay, "beta": beta, "grad": grad}
-    return {k: _as_tensor(v, dtype, k, because) for k, v in values.items()}
+def _snake(op_type: str) -> str:
+    """The Python name TensorFlow gives a registered op (TfPluginApplyPowerSign -> tf_plugin_apply_power_sign)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()
 
 
-def ApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):
-    """PowerSign on ref variables (tf.compat.v1 graphs); returns the updated var, as tf.raw_ops.ApplyPowerSign.
+def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
+    op_type = sig.resource_op if resource else sig.ref_op
+    public = op_type[len(op_spec.OP_PREFIX):]
+    defaults = {a.name: a.default for a in sig.ge.attr_inputs}  # TF inputs that GE makes attributes (lr)
+    t_source = "grad" if resource else "var"  # the input that decides T
 
-    m_t = beta * m + (1 - beta) * grad;  var_t = var - lr * exp(logbase * sign_decay * sign(m_t) * sign(grad)) * grad
+    def wrapper(**kwargs):
+        _check_not_xla(public)
+        state = {n: kwargs.pop(n) for n in sig.state_inputs}
+        name = kwargs.pop("name")
+        dtype = _dtype_of(kwargs[t_source]) if resource else state["var"].dtype.base_dtype
+        if dtype.name not in sig.dtypes:
+            raise _invalid(f"{t_source} has dtype {dtype.name}; expected one of {', '.join(sig.dtypes)}")
+        for spec in sig.inputs:
+            if spec.state:
+                continue
+            want = dtype if spec.dtype == "T" else tf.as_dtype(spec.dtype)
+            because = (f"all {sig.name} tensors share T = {dtype.name}" if spec.dtype == "T"
+                       else f"{spec.name} is a {spec.dtype} tensor")
+            kwargs[spec.name] = _as_tensor(kwargs[spec.name], want, spec.name, because)
+        if resource:
+            state = {n: _handle(v) for n, v in state.items()}
+        return getattr(op_library, _snake(op_type))(**state, **kwargs, name=name)
 
-    Args:
-      var, m: ref variables of dtype T in {float16, bfloat16, float32, float64}, same shape; updated in place.
-      lr, logbase, sign_decay, beta: scalars of shape [] or [1] (Python floats are converted to T).
-      grad: the gradient, same shape as var.
-      use_locking: lock var and m during the update.
-    """
-    _check_not_xla("ApplyPowerSign")
-    inputs = _power_sign_inputs(var.dtype.base_dtype, lr, logbase, sign_decay, beta, grad)
-    return op_library.tf_plugin_apply_power_sign(var=var, m=m, use_locking=use_locking, name=name, **inputs)
+    params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
+                                default=defaults.get(i.name, inspect.Parameter.empty)) for i in sig.inputs]
+    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=a.default) for a in sig.attrs]
+    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
+    signature = inspect.Signature(params)
 
+    def bound(*args, **kwargs):
+        if args:
+            raise TypeError(f"tf_plugin.raw_ops.{public} takes keyword arguments only (as tf.raw_ops does)")
+        try:
+            arguments = signature.bind(**kwargs)
+        except TypeError as e:
+            raise TypeError(f"tf_plugin.raw_ops.{public}{signature}: {e}") from None
+        arguments.apply_defaults()
+        return wrapper(**arguments.arguments)
 
-def ResourceApplyPowerSign(*, var, m, lr, logbase, sign_decay, beta, grad, use_locking=False, name=None):
-    """PowerSign on resource variables, in place; eager, tf.function and graph mode. Returns the op (None in eager).
-
-    m_t = beta * m + (1 - beta) * grad;  var_t = var - lr * exp(logbase * sign_decay * sign(m_t) * sign(grad)) * grad
-
-    Args:
-      var, m: resource handles (``v.handle``; a tf.Variable is accepted) of variables of dtype T.
-      lr, logbase, sign_decay, beta: scalars of shape [] or [1]; Python floats are converted to T, the dtype of grad.
-      grad: the gradient, dtype T in {float16, bfloat16, float32, float64}, same shape as var.
-      use_locking: accepted for parity with stock; dense resource updates always lock the variables.
-    """
-    _check_not_xla("ResourceApplyPowerSign")
-    inputs = _power_sign_inputs(_grad_dtype(grad), lr, logbase, sign_decay, beta, grad)
-    return op_library.tf_plugin_resource_apply_power_sign(
-        var=_handle(var), m=_handle(m), use_locking=use_locking, name=name, **inputs
-    )
-
-
-_FEA = FUSED_EMA_ADAM.defaults
-
-
-def _fused_ema_adam_inputs(dtype: tf.DType, grad, step, lr) -> dict[str, tf.Tensor]:
-    _check_dtype(dtype, FUSED_EMA_ADAM.dtypes, "grad")
-    return {
-        "grad": _as_tensor(grad, dtype, "grad", f"the variables' dtype is {dtype.name}"),
-        "step": _as_tensor(step, tf.int64, "step", "step is an int64 step count"),
-        "lr": _as_tensor(lr, tf.float32, "lr", "lr is a float32 tensor"),
-    }
-
-
-def ApplyFusedEmaAdam(
-    *, var, m, v, s, grad, step, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
-    beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"], bias_correction=_FEA["bias_correction"],
-    weight_decay=_FEA["weight_decay"], use_locking=False, name=None,
-):
-    """FusedEmaAdam on ref variables; returns the updated var. See ResourceApplyFusedEmaAdam for the formula."""
-    _check_not_xla("ApplyFusedEmaAdam")
-    inputs = _fused_ema_adam_inputs(var.dtype.base_dtype, grad, step, lr)
-    return op_library.tf_plugin_apply_fused_ema_adam(
-        var=var, m=m, v=v, s=s, ema_decay=ema_decay, beta1=beta1, beta2=beta2, eps=eps, mode=mode,
-        bias_correction=bias_correction, weight_decay=weight_decay, use_locking=use_locking, name=name, **inputs,
-    )
+    bound.__name__ = bound.__qualname__ = public
+    bound.__signature__ = signature
+    kind = "resource handles (v.handle or a tf.Variable)" if resource else "ref variables (tf.compat.v1 graphs)"
+    inputs = "\n".join(f"  {i.name}: {i.doc}" + (" (scalar: shape [] or [1])" if i.scalar else "")
+                       for i in sig.inputs)
+    attrs = "\n".join(f"  {a.name} = {a.default!r}: {a.doc}" for a in sig.attrs)
+    bound.__doc__ = (f"{sig.name} on {kind}, in place (op {op_type}).\n\n{sig.formula}\n\nT in "
+                     f"{{{', '.join(sig.dtypes)}}}.\nInputs:\n{inputs}\nAttributes:\n{attrs}\n"
+                     + ("Returns the updated var." if not resource else "Returns the op (None in eager mode)."))
+    return bound
 
 
-def ResourceApplyFusedEmaAdam(
-    *, var, m, v, s, grad, step, lr=FUSED_EMA_ADAM_LR_DEFAULT, ema_decay=_FEA["ema_decay"], beta1=_FEA["beta1"],
-    beta2=_FEA["beta2"], eps=_FEA["eps"], mode=_FEA["mode"], bias_correction=_FEA["bias_correction"],
-    weight_decay=_FEA["weight_decay"], use_locking=False, name=None,
-):
-    """Adam/AdamW fused with an EMA of the weights (CANN ApplyFusedEmaAdam), in place on resource variables.
+ApplyPowerSign = _make_wrapper(op_spec.POWER_SIGN, resource=False)
+ResourceApplyPowerSign = _make_wrapper(op_spec.POWER_SIGN, resource=True)
+ApplyFusedEmaAdam = _make_wrapper(op_spec.FUSED_EMA_ADAM, resource=False)
+ResourceApplyFusedEmaAdam = _make_wrapper(op_spec.FUSED_EMA_ADAM, resource=True)
 
-    (c1, c2) = (1 - beta1^step, 1 - beta2^step) if bias_correction else (1, 1)
-    g = grad + weight_decay * var if mode == 0 else grad
-    m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
-    var = var - lr * ((m / c1) / (sqrt(v / c2) + eps) [+ weight_decay * var if mode == 1])
-    s = ema_decay s + (1 - ema_decay) var
-
-    Args:
-      var, m, v, s: resource handles of variables of dtype T in {float16, bfloat16, float32}, one shape.
-      grad: the gradient (T, var's shape). step: int64 1-based step count, shape [] or [1].
-      lr: float32 scalar tensor (may change every step). mode: 1 AdamW, 0 L2. Other hyper-parameters: attributes.
-    """
-    _check_not_xla("ResourceApplyFusedEmaAdam")
-    inputs = _fused_ema_adam_inputs(_grad_dtype(grad), grad, step, lr)
-    return op_library.tf_plugin_resource_apply_fused_ema_adam(
-        var=_handle(var), m=_handle(m), v=_handle(v), s=_handle(s), ema_decay=ema_decay, beta1=beta1, beta2=beta2,
-        eps=eps, mode=mode, bias_correction=bias_correction, weight_decay=weight_decay, use_locking=use_locking,
-        name=name, **inputs,
-    )
+__all__ = ["ApplyFusedEmaAdam", "ApplyPowerSign", "ResourceApplyFusedEmaAdam", "ResourceApplyPowerSign"]

@@ -2,11 +2,11 @@
 #include "kernels/simd/kernel_table.h"
 #include "kernels/simd/vec_avx2.h"
 
-namespace tfp_kernels {
+namespace optim_kernels {
 namespace avx2 {
 #include "kernels/simd/bodies.h"
 }  // namespace avx2
 
 const KernelTable kAvx2Kernels = avx2::kTable;
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

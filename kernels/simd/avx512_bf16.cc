@@ -2,14 +2,14 @@
 // -mavx512bf16 -mavx512dq (see setup.py / BUILD); called only when CPUID has all three.
 #include "kernels/simd/kernel_table.h"
 
-#define TFP_SIMD_NS avx512bf16
+#define OPTIM_SIMD_NS avx512bf16
 #include "kernels/simd/vec_avx512.h"
 
-namespace tfp_kernels {
+namespace optim_kernels {
 namespace avx512bf16 {
 #include "kernels/simd/bodies.h"
 }  // namespace avx512bf16
 
 const KernelTable kAvx512Bf16Kernels = avx512bf16::kTable;
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

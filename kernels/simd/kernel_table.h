@@ -8,7 +8,7 @@
 #include "kernels/fused_ema_adam_scalars.h"
 #include "kernels/power_sign_scalars.h"
 
-namespace tfp_kernels {
+namespace optim_kernels {
 
 template <typename T>
 using PowerSignFn = void (*)(T* var, T* m, const T* grad, const PowerSignScalars<float>& s, int64_t begin,
@@ -31,4 +31,4 @@ extern const KernelTable kAvx2Kernels;
 extern const KernelTable kAvx512Kernels;
 extern const KernelTable kAvx512Bf16Kernels;
 
-}  // namespace tfp_kernels
+}  // namespace optim_kernels

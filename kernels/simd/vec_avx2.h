@@ -9,7 +9,7 @@
 
 #include "kernels/float_types.h"
 
-namespace tfp_kernels::avx2 {
+namespace optim_kernels::avx2 {
 
 struct Vec {
   static constexpr int kWidth = 8;
@@ -57,4 +57,4 @@ inline void store(bfloat16_t* p, Vec a) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
 
-}  // namespace tfp_kernels::avx2
+}  // namespace optim_kernels::avx2

@@ -1,5 +1,5 @@
 // 16 float32 lanes on AVX-512F, with loads and stores of each storage type. Only for kernels/simd/avx512*.cc, which
-// define TFP_SIMD_NS (the namespace, one per path) and are compiled with -mavx512f (and, for the bf16 variant,
+// define OPTIM_SIMD_NS (the namespace, one per path) and are compiled with -mavx512f (and, for the bf16 variant,
 // -mavx512bf16 -mavx512dq). Half conversions use vcvtph2ps / vcvtps2ph (round to nearest even). bfloat16 stores
 // use vcvtneps2bf16 where available; it flushes float32 subnormals to zero (bfloat16 can hold them), so a vector
 // holding a subnormal takes the integer rounding instead, which every other path uses.
@@ -11,7 +11,7 @@
 
 #include "kernels/float_types.h"
 
-namespace tfp_kernels::TFP_SIMD_NS {
+namespace optim_kernels::OPTIM_SIMD_NS {
 
 struct Vec {
   static constexpr int kWidth = 16;
@@ -70,4 +70,4 @@ inline void store(bfloat16_t* p, Vec a) {
 inline void store(bfloat16_t* p, Vec a) { store_bfloat16_rounding_in_integers(p, a); }
 #endif
 
-}  // namespace tfp_kernels::TFP_SIMD_NS
+}  // namespace optim_kernels::OPTIM_SIMD_NS

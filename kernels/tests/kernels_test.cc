@@ -13,7 +13,7 @@
 #include "kernels/power_sign.h"
 #include "kernels/simd/kernel_table.h"
 
-using namespace tfp_kernels;
+using namespace optim_kernels;
 
 namespace {
 

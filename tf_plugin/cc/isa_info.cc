@@ -2,9 +2,9 @@
 #include "kernels/isa.h"
 
 extern "C" __attribute__((visibility("default"))) const char* tf_plugin_active_isa() {
-  return tfp_kernels::isa_name(tfp_kernels::active_isa());
+  return optim_kernels::isa_name(optim_kernels::active_isa());
 }
 
 extern "C" __attribute__((visibility("default"))) const char* tf_plugin_best_isa() {
-  return tfp_kernels::isa_name(tfp_kernels::best_supported_isa());
+  return optim_kernels::isa_name(optim_kernels::best_supported_isa());
 }

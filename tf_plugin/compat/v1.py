@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 from tf_plugin import raw_ops
-from tf_plugin.signatures import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 
 _FEA = FUSED_EMA_ADAM.defaults
 

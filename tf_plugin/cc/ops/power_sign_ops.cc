@@ -1,6 +1,7 @@
 // PowerSign op registrations: TfPluginApplyPowerSign (ref variables) and TfPluginResourceApplyPowerSign (resource
-// handles), the same inputs and attrs as stock ApplyPowerSign / ResourceApplyPowerSign. The signature is also
-// declared in tf_plugin/signatures.py; tests/test_signatures.py checks that both agree.
+// handles), with the inputs and attributes of stock ApplyPowerSign / ResourceApplyPowerSign. The input/attr chain
+// and the doc are generated from op_spec (generated/op_spec.h); the shape function is the only hand-written part.
+#include "generated/op_spec.h"
 #include "tensorflow/core/framework/op.h"
 #include "tf_plugin/cc/ops/shape_fns.h"
 
@@ -23,40 +24,13 @@ absl::Status PowerSignShape(InferenceContext* c) {
 }  // namespace
 
 REGISTER_OP("TfPluginApplyPowerSign")
-    .Input("var: Ref(T)")
-    .Input("m: Ref(T)")
-    .Input("lr: T")
-    .Input("logbase: T")
-    .Input("sign_decay: T")
-    .Input("beta: T")
-    .Input("grad: T")
-    .Output("out: Ref(T)")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("use_locking: bool = false")
+    TF_PLUGIN_POWER_SIGN_REF_SIGNATURE
     .SetShapeFn(PowerSignShape<false>)
-    .Doc(R"doc(
-Updates '*var' according to the PowerSign update, in one fused pass.
-
-m_t <- beta * m + (1 - beta) * grad
-var <- var - lr * exp(logbase * sign_decay * sign(grad) * sign(m_t)) * grad
-)doc");
+    .Doc(kPowerSignDoc);
 
 REGISTER_OP("TfPluginResourceApplyPowerSign")
-    .Input("var: resource")
-    .Input("m: resource")
-    .Input("lr: T")
-    .Input("logbase: T")
-    .Input("sign_decay: T")
-    .Input("beta: T")
-    .Input("grad: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("use_locking: bool = false")
+    TF_PLUGIN_POWER_SIGN_RESOURCE_SIGNATURE
     .SetShapeFn(PowerSignShape<true>)
-    .Doc(R"doc(
-Updates resource variables var and m in place according to the PowerSign update, in one fused pass.
-
-m_t <- beta * m + (1 - beta) * grad
-var <- var - lr * exp(logbase * sign_decay * sign(grad) * sign(m_t)) * grad
-)doc");
+    .Doc(kPowerSignDoc);
 
 }  // namespace tf_plugin

@@ -1,0 +1,204 @@
+"""Reads GE graphs back: .air (binary ge.proto.ModelDef) and .pbtxt (text format) files, or bytes.
+
+Files travel between people and machines, so nothing in them is trusted. Every fault is a GraphError naming the
+node and the field: edges are parsed strictly ("name:index" with ASCII digits, the index in range), the graph is
+walked without recursion, every tensor's data must match its desc, every node is verified against its IR
+prototype and its stated output descs against the inferred ones, and the reserved NetOutput role is checked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+
+import numpy as np
+from google.protobuf import message, text_format
+
+from graph_ir import proto, registry
+from graph_ir.dtypes import from_ge, from_proto
+from graph_ir.errors import GraphError
+from graph_ir.graph import NET_OUTPUT, Graph
+from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.serialize import META_KEYS
+from graph_ir.verify import check_shape
+
+_EDGE = re.compile(r"([^:]+):(-1|0|[1-9][0-9]{0,8})", re.ASCII)
+MAX_TEXT_NESTING = 64  # a ModelDef nests 5 deep; deeper text is refused before the (recursive) text parser runs
+
+
+def _edge(node: str, edge: str) -> tuple[str, int]:
+    match = _EDGE.fullmatch(edge)
+    if match is None:
+        raise GraphError(f"node {node!r}: malformed input edge {edge[:80]!r}; expected 'node:index' with an index "
+                         "0..999999999, or 'node:-1' for a control edge")
+    return match.group(1), int(match.group(2))
+
+
+def _desc(node: str, field: str, d) -> TensorDesc:
+    try:
+        dtype = from_proto(d.dtype)
+    except ValueError as e:
+        raise GraphError(f"node {node!r}: {field} has {e}") from None
+    return TensorDesc(d.name, dtype, check_shape(node, field, d.shape.dim))
+
+
+def _tensor(node: str, field: str, t) -> np.ndarray:
+    desc = _desc(node, f"{field}.desc", t.desc)
+    if len(t.data) != desc.nbytes:
+        raise GraphError(f"node {node!r}: {field} holds {len(t.data)} bytes of data, but its desc "
+                         f"{desc.dtype}{list(desc.shape)} needs {desc.nbytes}")
+    array = np.frombuffer(t.data, dtype=np.dtype(desc.dtype.numpy).newbyteorder("<"))
+    return array.astype(desc.dtype.numpy).reshape(desc.shape)
+
+
+_FIELD = {"bool": "b", "int": "i", "float": "f", "string": "s", "type": "dt", "tensor": "t", "list_int": "list"}
+
+
+def _attr(node: str, name: str, attr, spec: registry.IrAttr):
+    kind = attr.WhichOneof("value")
+    if kind != _FIELD[spec.type]:
+        raise GraphError(f"node {node!r}: attribute {name!r} is stored as {kind!r}, expected {_FIELD[spec.type]!r} "
+                         f"({spec.type})")
+    if spec.type == "string":
+        try:
+            return attr.s.decode()
+        except UnicodeDecodeError:
+            raise GraphError(f"node {node!r}: attribute {name!r} is not valid UTF-8") from None
+    if spec.type == "type":
+        try:
+            return from_ge(attr.dt)
+        except ValueError as e:
+            raise GraphError(f"node {node!r}: attribute {name!r} has {e}") from None
+    if spec.type == "tensor":
+        return _tensor(node, f"attribute {name!r}", attr.t)
+    if spec.type == "list_int":
+        return list(attr.list.i)
+    return getattr(attr, kind)
+
+
+def _order(graph_name: str, op_defs: dict) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The nodes in topological order (Kahn's algorithm, no recursion), each with its parsed edges."""
+    edges = {name: [_edge(name, e) for e in op.input] for name, op in op_defs.items()}
+    waiting = {name: 0 for name in op_defs}
+    users: dict[str, list[str]] = {name: [] for name in op_defs}
+    for name, node_edges in edges.items():
+        for src, _ in node_edges:
+            if src not in op_defs:
+                raise GraphError(f"node {name!r}: an input edge refers to node {src[:80]!r}, which graph "
+                                 f"{graph_name!r} does not have")
+            waiting[name] += 1
+            users[src].append(name)
+    position = {name: k for k, name in enumerate(op_defs)}
+    ready = [(position[name], name) for name, count in waiting.items() if count == 0]
+    heapq.heapify(ready)  # the file's own order wherever the edges allow it, so a round trip is byte-identical
+    order = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append((name, edges[name]))
+        for user in users[name]:
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, (position[user], user))
+    if len(order) != len(op_defs):
+        stuck = next(name for name, count in waiting.items() if count > 0)
+        raise GraphError(f"graph {graph_name!r} has a cycle through node {stuck!r}")
+    return order
+
+
+def from_model_def(model) -> Graph:
+    """Rebuilds a Graph from a ModelDef with one root graph, verifying every node against the registry."""
+    if len(model.graph) != 1:
+        raise GraphError(f"ModelDef {model.name!r} holds {len(model.graph)} graphs; graph_ir reads one root graph")
+    graph_def = model.graph[0]
+    graph = Graph(graph_def.name or model.name)
+    op_defs = {}
+    for op in graph_def.op:
+        if not op.name or ":" in op.name:
+            raise GraphError(f"graph {graph.name!r}: a node of type {op.type[:80]!r} has the invalid name "
+                             f"{op.name[:80]!r}")
+        if op.name in op_defs:
+            raise GraphError(f"graph {graph.name!r} has two nodes named {op.name!r}")
+        if (op.type == NET_OUTPUT) != (op.name == NET_OUTPUT):
+            raise GraphError(f"node {op.name!r} ({op.type}): the name {NET_OUTPUT!r} belongs to the one node of type "
+                             f"{NET_OUTPUT}")
+        op_defs[op.name] = op
+    for name, edges in _order(graph.name, op_defs):
+        op_def = op_defs[name]
+        spec = registry.get(op_def.type)
+        inputs = [Handle(graph.nodes[src], index) for src, index in edges if index >= 0]
+        controls = [graph.nodes[src] for src, index in edges if index < 0]
+        specs = {a.name: a for a in spec.attrs}
+        unknown = [k for k in op_def.attr if k not in specs and k not in META_KEYS]
+        if unknown:
+            raise GraphError(f"node {name!r} ({op_def.type}) has attributes the registry does not know: "
+                             f"{sorted(unknown)[:8]}")
+        attrs = {k: _attr(name, k, v, specs[k]) for k, v in op_def.attr.items() if k in specs}
+        descs = [_desc(name, f"output_desc[{k}]", d) for k, d in enumerate(op_def.output_desc)]
+        graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
+                       exact_name=True)
+    if NET_OUTPUT in graph.nodes:
+        graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
+    return graph
+
+
+def _check_nesting(text: str) -> None:
+    depth = 0
+    quote = None
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{<":
+            depth += 1
+            if depth > MAX_TEXT_NESTING:
+                raise GraphError(f"the text ModelDef nests deeper than {MAX_TEXT_NESTING} levels")
+        elif ch in "}>":
+            depth -= 1
+
+
+def loads(data: bytes) -> Graph:
+    """A Graph from a serialized binary ModelDef (the contents of an .air file)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"graph_ir.loads takes bytes, got {type(data).__name__}")
+    model = proto.ModelDef()
+    try:
+        model.ParseFromString(bytes(data))
+    except (message.DecodeError, RecursionError, ValueError) as e:
+        raise GraphError(f"not a valid binary ge.proto.ModelDef: {e}") from None
+    return from_model_def(model)
+
+
+def loads_text(text: str) -> Graph:
+    """A Graph from a ModelDef in protobuf text format (the contents of a .pbtxt file)."""
+    _check_nesting(text)
+    model = proto.ModelDef()
+    try:
+        text_format.Parse(text, model)
+    except (text_format.ParseError, RecursionError, ValueError) as e:
+        raise GraphError(f"not a valid text ge.proto.ModelDef: {e}") from None
+    return from_model_def(model)
+
+
+def load(path: str) -> Graph:
+    """Reads a Graph from an .air (binary ge.proto.ModelDef) or .pbtxt (text format) file."""
+    if not isinstance(path, str):
+        path = str(path)
+    if path.endswith(".pbtxt"):
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GraphError(f"graph file {path!r} is not UTF-8 text: {e}") from None
+        return loads_text(text)
+    if path.endswith(".air"):
+        with open(path, "rb") as f:
+            return loads(f.read())
+    raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")

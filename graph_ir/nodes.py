@@ -1,0 +1,88 @@
+"""What a graph is made of: tensor descs, nodes, and handles (node, output index) on their outputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph_ir.dtypes import DType
+from graph_ir.registry import IrOp
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """What flows on an edge: the IR port name, dtype and shape (() is a scalar)."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)  # a Python int: no overflow, whatever the dims
+
+    @property
+    def nbytes(self) -> int:
+        return self.num_elements * self.dtype.itemsize
+
+    def renamed(self, name: str) -> TensorDesc:
+        return TensorDesc(name, self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Output `index` of `node`: what builders take and return."""
+
+    node: Node
+    index: int = 0
+
+    @property
+    def desc(self) -> TensorDesc:
+        return self.node.output_descs[self.index]
+
+    @property
+    def dtype(self) -> DType:
+        return self.desc.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.desc.shape
+
+    @property
+    def edge(self) -> str:
+        return f"{self.node.name}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"<{self.edge} {self.dtype} {list(self.shape)}>"
+
+
+@dataclass(eq=False)
+class Node:
+    name: str
+    op: IrOp
+    inputs: list[Handle | None]  # data inputs in IR order (None for an unfed optional input)
+    attrs: dict[str, Any]
+    output_descs: list[TensorDesc]
+    control_inputs: list[Node] = field(default_factory=list)
+
+    @property
+    def type(self) -> str:
+        return self.op.type
+
+    def output(self, index: int = 0) -> Handle:
+        return Handle(self, index)
+
+    def input_names(self) -> list[str]:
+        """The IR name of each given input (input0, input1, ... for a dynamic list)."""
+        if self.op.inputs and self.op.inputs[-1].dynamic:
+            return [f"input{k}" for k in range(len(self.inputs))]
+        return [i.name for i, h in zip(self.op.inputs, self.inputs) if h is not None]
+
+    def input_descs(self) -> list[TensorDesc]:
+        """The consumer's copy of each producer's output desc, renamed to this op's IR input name (as in GE)."""
+        given = [h for h in self.inputs if h is not None]
+        return [h.desc.renamed(n) for n, h in zip(self.input_names(), given)]
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name} ({self.type})>"

@@ -1,0 +1,139 @@
+"""The GE IR registry: each GE op declared once, as CANN's REG_OP declares it (inputs in IR order with allowed
+dtypes, outputs, attrs with types and defaults), plus how graph_ir infers its outputs.
+
+The two optimizer ops are derived from op_spec (their one declared signature, with its GE side: type, input
+order, TF inputs that are GE attrs); the plumbing ops are declared here. A ref (in-place) output is an output
+whose name equals an input's name, as in GE: it is derived from the names, never listed by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import op_spec
+from graph_ir.dtypes import BY_NAME
+from graph_ir.errors import GraphError
+
+ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
+
+# How a node's output descs are known (graph_ir/verify.py has one rule per name):
+#   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
+#   "value"    the `value` attribute's dtype and shape (Const, Variable)
+#   "refs"     each output is the input of the same name (in-place ops)
+#   "same"     the first input's dtype and shape (Identity)
+#   "cast"     the first input's shape with dtype `dst_type` (Cast)
+#   "reshape"  the first input's dtype with the shape of the Const `shape` input (Reshape)
+#   "none"     no outputs (NetOutput)
+OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none")
+
+
+@dataclass(frozen=True)
+class IrInput:
+    name: str
+    dtypes: tuple[str, ...]
+    optional: bool = False
+    dynamic: bool = False  # a list of tensors (NetOutput)
+    scalar: bool = False  # one element (shape [] or [1])
+
+
+@dataclass(frozen=True)
+class IrOutput:
+    name: str
+    dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IrAttr:
+    name: str
+    type: str  # "int", "float", "bool", "string", "tensor", "type" (a dtype), "list_int"
+    default: object = None
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class IrOp:
+    type: str
+    inputs: tuple[IrInput, ...] = ()
+    outputs: tuple[IrOutput, ...] = ()
+    attrs: tuple[IrAttr, ...] = ()
+    outputs_from: str = "refs"  # one of OUTPUT_RULES
+    # Constraints beyond dtypes, checked by the verifier: inputs that share one dtype (a type symbol T) and inputs
+    # that share one shape.
+    same_dtype: tuple[str, ...] = ()
+    same_shape: tuple[str, ...] = ()
+    doc: str = ""
+
+    @property
+    def refs(self) -> dict[int, int]:
+        """{output index: input index} for outputs named like an input: GE writes them in the input's memory."""
+        names = [i.name for i in self.inputs]
+        return {k: names.index(o.name) for k, o in enumerate(self.outputs) if o.name in names}
+
+    def input(self, name: str) -> IrInput:
+        return next(i for i in self.inputs if i.name == name)
+
+    def attr(self, name: str) -> IrAttr:
+        return next(a for a in self.attrs if a.name == name)
+
+
+def _from_signature(sig: op_spec.OpSignature, doc: str) -> IrOp:
+    """The GE prototype of one of our operators, from its declared signature's GE side."""
+    ge = sig.ge
+    inputs = []
+    for name in ge.input_order:
+        tf_input = sig.input(name)
+        dtypes = ge.dtypes if tf_input.dtype == "T" else (tf_input.dtype,)
+        inputs.append(IrInput(name, dtypes, scalar=tf_input.scalar))
+    outputs = tuple(IrOutput(i.name, ge.dtypes) for i in inputs if sig.input(i.name).state)
+    attrs = [IrAttr(a.name, a.type, a.default) for a in ge.attr_inputs]
+    attrs += [IrAttr(a.name, a.type, a.default) for a in sig.attrs if a.name not in ge.tf_only_attrs]
+    typed = tuple(i.name for i in sig.inputs if i.dtype == "T" and i.name in ge.input_order)
+    shaped = tuple(i.name for i in sig.inputs if i.dtype == "T" and not i.scalar and i.name in ge.input_order)
+    return IrOp(ge.type, tuple(inputs), outputs, tuple(attrs), same_dtype=typed, same_shape=shaped, doc=doc)
+
+
+REGISTRY: dict[str, IrOp] = {}
+
+
+def register(op: IrOp) -> IrOp:
+    assert op.outputs_from in OUTPUT_RULES, op
+    REGISTRY[op.type] = op
+    return op
+
+
+register(_from_signature(op_spec.POWER_SIGN, "PowerSign, in place on var and m (CANN InplaceApplyPowerSign)."))
+register(_from_signature(op_spec.FUSED_EMA_ADAM,
+                         "Adam/AdamW fused with an EMA of the weights, in place on var, m, v, s (CANN ApplyFusedEmaAdam)."))
+
+# Plumbing (CANN array_ops.h / state_ops.h; NetOutput is GE-internal).
+register(IrOp("Data", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
+              (IrAttr("index", "int", 0),), outputs_from="given", doc="A graph input, fed by position `index`."))
+register(IrOp("RefData", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
+              (IrAttr("index", "int", 0),), outputs_from="given",
+              doc="A graph input whose buffer ref ops may write in place."))
+register(IrOp("Variable", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
+              (IrAttr("index", "int", 0), IrAttr("value", "tensor", required=True), IrAttr("container", "string", ""),
+               IrAttr("shared_name", "string", "")), outputs_from="value",
+              doc="Session-held state, shared by name; initialized from `value`."))
+register(IrOp("Const", (), (IrOutput("y", ALL_DTYPES),), (IrAttr("value", "tensor", required=True),),
+              outputs_from="value", doc="A constant tensor."))
+register(IrOp("Identity", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),), outputs_from="same",
+              same_dtype=("x",), doc="y = x (a snapshot of x when it runs)."))
+register(IrOp("Cast", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),),
+              (IrAttr("dst_type", "type", required=True), IrAttr("truncate", "bool", False)), outputs_from="cast",
+              doc="y = x converted to dst_type (round to nearest even for floats)."))
+register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "int64"))), (IrOutput("y", ALL_DTYPES),),
+              (IrAttr("axis", "int", 0), IrAttr("num_axes", "int", -1)), outputs_from="reshape",
+              doc="y = x with the given shape."))
+register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), outputs_from="none",
+              doc="The graph's outputs, in order."))
+
+# Node types whose outputs are graph inputs or state: the only producers an in-place input may come from (GE wants a
+# Variable or RefData there; a Data input is the graph's own copy of the fed array, written as GE writes it).
+WRITABLE_SOURCES = ("Variable", "RefData", "Data")
+
+
+def get(op_type: str) -> IrOp:
+    if op_type not in REGISTRY:
+        raise GraphError(f"no GE op {op_type!r} in the registry; registered: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[op_type]

@@ -1,0 +1,217 @@
+"""The verifier: every node checked against its IR prototype (graph_ir/registry.py): attributes, inputs, the
+sources of in-place inputs, and the output descs, which are inferred by the op's declared rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from graph_ir.dtypes import DType, as_dtype
+from graph_ir.errors import GraphError
+from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.registry import WRITABLE_SOURCES, IrAttr, IrOp
+
+
+def is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def verify_attrs(op: IrOp, node: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The attrs with defaults filled in; an unknown attr, a missing required one or a wrong type is an error."""
+    known = {a.name: a for a in op.attrs}
+    for key in attrs:
+        if key not in known:
+            raise GraphError(f"{op.type} {node!r}: unknown attribute {key!r}; {op.type} has "
+                             f"{', '.join(known) or 'no attributes'}")
+    out = {}
+    for a in op.attrs:
+        if a.name not in attrs:
+            if a.required:
+                raise GraphError(f"{op.type} {node!r}: required attribute {a.name!r} ({a.type}) is missing")
+            if a.default is None:
+                continue
+            value = a.default
+        else:
+            value = attrs[a.name]
+        out[a.name] = _check_attr(op, node, a, value)
+    return out
+
+
+def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
+    def bad(expected: str) -> GraphError:
+        return GraphError(f"{op.type} {node!r}: attribute {a.name!r} must be {expected}, got {value!r:.80} "
+                          f"({type(value).__name__})")
+
+    if a.type == "bool":
+        if not isinstance(value, (bool, np.bool_)):
+            raise bad("a bool")
+        return bool(value)
+    if a.type == "int":
+        if not is_int(value):
+            raise bad("an int")
+        return int(value)
+    if a.type == "float":
+        if not (is_int(value) or isinstance(value, (float, np.floating))):
+            raise bad("a float")
+        return float(value)
+    if a.type == "string":
+        if not isinstance(value, str):
+            raise bad("a str")
+        return value
+    if a.type == "type":
+        try:
+            return as_dtype(value)
+        except TypeError:
+            raise bad("a dtype") from None
+    if a.type == "tensor":
+        if not isinstance(value, np.ndarray):
+            raise bad("a NumPy array")
+        try:
+            dtype = as_dtype(value.dtype)
+        except TypeError as e:
+            raise bad(f"an array of a graph_ir dtype ({e})") from None
+        # Native byte order and C order, so that the kernels and NumPy read the same values.
+        return np.ascontiguousarray(value, dtype=np.dtype(dtype.numpy))
+    if a.type == "list_int":
+        if not all(is_int(v) for v in value):
+            raise bad("a list of ints")
+        return [int(v) for v in value]
+    raise AssertionError(a.type)
+
+
+def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
+    """Arity, dtypes against the IR lists, the op's shared-dtype, shared-shape and scalar constraints, and that each
+    in-place input comes from a Variable, RefData or Data, directly or through another in-place op (never a Const:
+    it would be rewritten)."""
+    if op.inputs and op.inputs[-1].dynamic:
+        pairs = [(f"{op.inputs[-1].name}[{k}]", op.inputs[-1], h) for k, h in enumerate(inputs)]
+        if any(h is None for h in inputs):
+            raise GraphError(f"{op.type} {node!r}: a dynamic input cannot be None")
+    else:
+        if len(inputs) > len(op.inputs):
+            raise GraphError(f"{op.type} {node!r}: takes {len(op.inputs)} inputs "
+                             f"({', '.join(i.name for i in op.inputs) or 'none'}), got {len(inputs)}")
+        padded = list(inputs) + [None] * (len(op.inputs) - len(inputs))
+        pairs = [(i.name, i, h) for i, h in zip(op.inputs, padded)]
+        for name, spec, h in pairs:
+            if h is None and not spec.optional:
+                raise GraphError(f"{op.type} {node!r}: required input {name!r} is missing "
+                                 f"(inputs in IR order: {', '.join(i.name for i in op.inputs)})")
+    for name, spec, h in pairs:
+        if h is None:
+            continue
+        if h.dtype.name not in spec.dtypes:
+            raise GraphError(f"{op.type} {node!r}: input {name!r} has dtype {h.dtype}, expected one of "
+                             f"{', '.join(spec.dtypes)}")
+        if spec.scalar and h.shape not in ((), (1,)):
+            raise GraphError(f"{op.type} {node!r}: input {name!r} must be a scalar of shape [] or [1], got shape "
+                             f"{list(h.shape)}")
+    for in_index in op.refs.values():
+        h = pairs[in_index][2]
+        # A ref output of another in-place op aliases that op's (already checked) writable input.
+        if h is not None and h.node.type not in WRITABLE_SOURCES and h.index not in h.node.op.refs:
+            raise GraphError(f"{op.type} {node!r}: input {pairs[in_index][0]!r} is written in place, so it must come "
+                             f"from a {', '.join(WRITABLE_SOURCES)} node, got {h.node.type} {h.node.name!r}")
+    given = {name: h for name, _, h in pairs if h is not None}
+    for group, what, key in ((op.same_dtype, "dtype", lambda h: h.dtype), (op.same_shape, "shape",
+                                                                           lambda h: list(h.shape))):
+        present = [n for n in group if n in given]
+        for n in present[1:]:
+            if key(given[n]) != key(given[present[0]]):
+                raise GraphError(f"{op.type} {node!r}: input {n!r} has {what} {key(given[n])} but {present[0]!r} "
+                                 f"has {key(given[present[0]])}; {', '.join(group)} share one {what}")
+
+
+# -- output descs, one rule per IrOp.outputs_from ---------------------------------------------------------------------
+
+
+def _from_value(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    value = attrs["value"]
+    return [TensorDesc("y", as_dtype(value.dtype), tuple(value.shape))]
+
+
+def _from_refs(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    refs = op.refs
+    if len(refs) != len(op.outputs):
+        raise GraphError(f"{op.type} {node!r}: cannot infer its outputs")
+    return [inputs[refs[k]].desc.renamed(o.name) for k, o in enumerate(op.outputs)]
+
+
+def _same(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [inputs[0].desc.renamed(op.outputs[0].name)]
+
+
+def _cast(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    dst: DType = attrs["dst_type"]
+    return [TensorDesc("y", dst, inputs[0].shape)]
+
+
+def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    shape_node = inputs[1].node
+    if shape_node.type != "Const":
+        raise GraphError(f"Reshape {node!r}: input 'shape' must come from a Const, got {shape_node.type}")
+    value = np.asarray(shape_node.attrs["value"])
+    if value.ndim > 1 or value.size > 64:
+        raise GraphError(f"Reshape {node!r}: input 'shape' must be a list of at most 64 dims, got shape "
+                         f"{list(value.shape)}")
+    shape = [int(d) for d in value.reshape(-1)]
+    x = inputs[0]
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise GraphError(f"Reshape {node!r}: shape {shape} may hold one -1 and otherwise dims >= 0")
+    if -1 in shape:
+        known = 1
+        for d in shape:
+            known *= d if d != -1 else 1
+        shape[shape.index(-1)] = x.desc.num_elements // known if known else 0
+    count = 1
+    for d in shape:
+        count *= d
+    if count != x.desc.num_elements:
+        raise GraphError(f"Reshape {node!r}: cannot reshape {list(x.shape)} to {shape}")
+    return [TensorDesc("y", x.dtype, tuple(shape))]
+
+
+OUTPUT_RULES: dict[str, Callable[..., list[TensorDesc]]] = {
+    "value": _from_value,
+    "refs": _from_refs,
+    "same": _same,
+    "cast": _cast,
+    "reshape": _reshape,
+    "none": lambda op, node, inputs, attrs: [],
+}
+
+
+def infer_outputs(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: dict[str, Any],
+                  given: list[TensorDesc] | None = None) -> list[TensorDesc]:
+    """The node's output descs by its op's rule. `given` are the descs a builder or a file states: required for
+    graph inputs (Data, RefData), and otherwise checked against the inferred ones."""
+    if op.outputs_from == "given":
+        if given is None or len(given) != len(op.outputs):
+            raise GraphError(f"{op.type} {node!r}: needs exactly {len(op.outputs)} output desc (its dtype and shape), "
+                             f"got {0 if given is None else len(given)}")
+        for d in given:
+            if d.dtype.name not in op.outputs[0].dtypes:
+                raise GraphError(f"{op.type} {node!r}: output dtype {d.dtype} is not allowed")
+            check_shape(node, "output_desc", d.shape)
+        return list(given)
+    inferred = OUTPUT_RULES[op.outputs_from](op, node, inputs, attrs)
+    if given is not None:
+        if len(given) != len(inferred):
+            raise GraphError(f"{op.type} {node!r}: has {len(given)} output descs, expected {len(inferred)}")
+        for k, (g, want) in enumerate(zip(given, inferred)):
+            if (g.dtype, g.shape) != (want.dtype, want.shape):
+                raise GraphError(f"{op.type} {node!r}: output_desc {k} says {g.dtype}{list(g.shape)}, but the node "
+                                 f"produces {want.dtype}{list(want.shape)}")
+    return inferred
+
+
+def check_shape(node: str, field: str, shape: Sequence[int]) -> tuple[int, ...]:
+    """Static shapes only: rank <= 64, every dim >= 0."""
+    dims = tuple(int(d) for d in shape)
+    if len(dims) > 64:
+        raise GraphError(f"node {node!r}: {field} has rank {len(dims)}; at most 64 is supported")
+    if any(d < 0 for d in dims):
+        raise GraphError(f"node {node!r}: {field} has shape {list(dims)}; graph_ir needs static shapes (dims >= 0)")
+    return dims
