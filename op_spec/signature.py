@@ -32,12 +32,22 @@ def float32_below(x: float) -> float:
     return as_float32(math.nextafter(x, -math.inf)) if x != 0 else -1.401298464324817e-45
 
 
+FLOAT32_MIN_NORMAL = 2.0**-126
+
+
+def flush_subnormal(x: float) -> float:
+    """x, or the signed zero when x is a float32 subnormal (what TF's flush-to-zero makes of it)."""
+    return math.copysign(0.0, x) if 0 < abs(x) < FLOAT32_MIN_NORMAL else x
+
+
 @dataclass(frozen=True)
 class Rule:
     """A rule on a value: an interval, optionally finite, or a set of choices. ``text`` is how errors say it.
 
     Accepted: ``low <= x`` (``low < x`` when ``low_open``), ``x < high`` (or ``<=`` when not ``high_open``),
-    ``x`` finite when ``finite``, ``x in choices`` when choices are given. NaN is never accepted.
+    ``x`` finite when ``finite``, ``x in choices`` when choices are given. NaN is never accepted. A float32
+    subnormal is judged as the signed zero the kernels see (TensorFlow flushes subnormals to zero), so that the
+    Python check and the C++ check agree whatever the thread's floating-point mode.
     """
 
     text: str
@@ -53,6 +63,7 @@ class Rule:
             return x in self.choices
         if math.isnan(x) or (self.finite and math.isinf(x)):
             return False
+        x = flush_subnormal(x)
         if self.low is not None and not (x > self.low if self.low_open else x >= self.low):
             return False
         return self.high is None or (x < self.high if self.high_open else x <= self.high)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import types
 
@@ -34,7 +35,13 @@ def _check_tf_version() -> None:
 
 
 def load() -> types.ModuleType:
+    """The op library, after checking it was built for the running TensorFlow; loaded once per process."""
     _check_tf_version()
+    return _load_library()
+
+
+@functools.cache
+def _load_library() -> types.ModuleType:
     return tf.load_op_library(library_path())
 
 

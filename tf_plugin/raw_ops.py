@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
 import op_spec
-from tf_plugin import op_library
+from tf_plugin import _loader
 
 
 def _invalid(message: str) -> tf.errors.InvalidArgumentError:
@@ -73,6 +73,7 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     public = op_type[len(op_spec.OP_PREFIX):]
     defaults = {a.name: a.default for a in sig.ge.attr_inputs}  # TF inputs that GE makes attributes (lr)
     t_source = "grad" if resource else "var"  # the input that decides T
+    op = getattr(_loader.load(), _snake(op_type))
 
     def wrapper(**kwargs):
         _check_not_xla(public)
@@ -90,7 +91,7 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
             kwargs[spec.name] = _as_tensor(kwargs[spec.name], want, spec.name, because)
         if resource:
             state = {n: _handle(v) for n, v in state.items()}
-        return getattr(op_library, _snake(op_type))(**state, **kwargs, name=name)
+        return op(**state, **kwargs, name=name)
 
     params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
                                 default=defaults.get(i.name, inspect.Parameter.empty)) for i in sig.inputs]

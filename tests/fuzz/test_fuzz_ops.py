@@ -1,4 +1,4 @@
-"""Hostile-input fuzzing (hypothesis) of the four raw ops and graph_ir.kernels.
+"""Hostile-input fuzzing (hypothesis) of the four raw ops.
 
 The property: a call either raises a TF error (InvalidArgument / FailedPrecondition) or TypeError / ValueError, and
 leaves every variable bitwise unchanged; or it succeeds, and matches the float64 reference where the inputs are
@@ -14,36 +14,25 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.python.ops import resource_variable_ops
 
 import tf_plugin
-from graph_ir import kernels
 from op_spec import reference
+from tests.helpers.fuzzing import (
+    FLOATS,
+    INTS,
+    OTHER,
+    REF_CASES,
+    REF_SLOW_CASES,
+    arrays,
+    fuzz,
+    moderate,
+    same_bits,
+    shapes,
+)
 
-CASES, SLOW_CASES = 120, 1500  # per resource-op / kernels test
-REF_CASES, REF_SLOW_CASES = 40, 300  # per ref-op test (each case builds a graph and a Session)
-FLOATS = ["float16", "bfloat16", "float32", "float64"]
-OTHER = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128"]
-INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-SPECIALS = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e38, -1e38, 1e-40, 6.5e4, -1e-8]
 TF_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError, TypeError, ValueError)
-
-
-def _fuzz(strategy, run_case, slow: bool, cases: int = CASES, slow_cases: int = SLOW_CASES) -> list[str]:
-    """Runs `run_case` on `cases` drawn examples (derandomized in CI, random in the slow run); returns the outcomes
-    ("ok" or "error") so a test can check that both sides of the property were exercised."""
-    outcomes = []
-
-    @settings(max_examples=slow_cases if slow else cases, deadline=None, derandomize=not slow,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(strategy)
-    def run(case):
-        outcomes.append(run_case(case))
-
-    run()
-    return outcomes
 
 
 def _run_ref(values: list, uninit: int | None, build_op, check=None) -> str:
@@ -63,40 +52,11 @@ def _run_ref(values: list, uninit: int | None, build_op, check=None) -> str:
         except TF_ERRORS:
             for v, b in zip(variables, before):
                 if b is not None:
-                    _same_bits(sess.run(v), b)
+                    same_bits(sess.run(v), b)
             return "error"
         if check is not None:
             check([sess.run(v) for v in variables])
         return "ok"
-
-
-shapes = st.lists(st.integers(0, 3), min_size=0, max_size=9).map(tuple)
-
-
-@st.composite
-def arrays(draw, dtype: str, shape):
-    n = int(np.prod(shape, dtype=np.int64))
-    if dtype in OTHER:
-        values = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
-        return values.astype(np.dtype(dtype)).reshape(shape)
-    seed = draw(st.integers(0, 2**31))
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)
-    if n and draw(st.booleans()):
-        picks = rng.random(n) < 0.3
-        x[picks] = rng.choice(SPECIALS, picks.sum())
-    with np.errstate(over="ignore"):
-        return x.astype(reference.NP_DTYPES[dtype]).reshape(shape)
-
-
-def _moderate(*xs) -> np.ndarray:
-    """Elements where every input is finite and of moderate size (where the float64 reference is meaningful)."""
-    ok = None
-    for x in xs:
-        x64 = np.asarray(x, np.float64)
-        good = np.isfinite(x64) & (np.abs(x64) < 1e3) & ((x64 == 0) | (np.abs(x64) > 1e-30))
-        ok = good if ok is None else ok & good
-    return ok
 
 
 def _variable(value: np.ndarray, uninitialized: bool):
@@ -115,14 +75,10 @@ def _snapshot(variables) -> list:
     return out
 
 
-def _same_bits(a: np.ndarray, b: np.ndarray) -> None:
-    assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
 def _assert_unchanged(variables, before):
     for v, b in zip(variables, before):
         if b is not None:
-            _same_bits(v.numpy(), b)
+            same_bits(v.numpy(), b)
 
 
 @st.composite
@@ -157,7 +113,7 @@ def _check_power_sign_result(case, var_out, m_out):
     if not all(np.isfinite([lr, logbase, sign_decay, beta])) or max(map(abs, (lr, logbase, sign_decay, beta))) > 10:
         return
     want_var, want_m = reference.power_sign(var, m, lr, logbase, sign_decay, beta, grad)
-    ok = _moderate(var, m, grad)
+    ok = moderate(var, m, grad)
     tol = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-5, "float64": 1e-12}[reference_name(dtype)]
     v64, m64, g64 = (np.abs(np.asarray(x, np.float64)) for x in (var, m, grad))
     scales = (v64 + g64 * abs(lr) * np.exp(abs(logbase * sign_decay)) + 1e-30, m64 + g64 + 1e-30)
@@ -200,7 +156,7 @@ def _run_power_sign(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_resource_power_sign(slow):
-    outcomes = _fuzz(power_sign_case(), _run_power_sign, slow)
+    outcomes = fuzz(power_sign_case(), _run_power_sign, slow)
     assert "ok" in outcomes and "error" in outcomes  # both sides of the property were exercised
 
 
@@ -217,7 +173,7 @@ def _run_power_sign_ref(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_ref_power_sign(slow):
-    assert "error" in _fuzz(power_sign_case(), _run_power_sign_ref, slow, REF_CASES, REF_SLOW_CASES)
+    assert "error" in fuzz(power_sign_case(), _run_power_sign_ref, slow, REF_CASES, REF_SLOW_CASES)
 
 
 @st.composite
@@ -272,7 +228,7 @@ def _run_fused(case):
                                         ema_decay=a["ema_decay"], beta1=a["beta1"], beta2=a["beta2"], eps=a["eps"],
                                         mode=a["mode"], bias_correction=a["bias_correction"],
                                         weight_decay=a["weight_decay"])
-    ok = _moderate(case["grad"], var, m, v, s) & (np.asarray(v, np.float64) >= 0)
+    ok = moderate(case["grad"], var, m, v, s) & (np.asarray(v, np.float64) >= 0)
     tol = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 1e-4}[reference_name(var.dtype)]
     for got, w in zip((x.numpy() for x in state), want[:4]):
         _assert_matches(got, w, ok, tol * 10, np.abs(w) + 1.0)
@@ -281,7 +237,7 @@ def _run_fused(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_resource_fused_ema_adam(slow):
-    outcomes = _fuzz(fused_case(), _run_fused, slow)
+    outcomes = fuzz(fused_case(), _run_fused, slow)
     assert "ok" in outcomes and "error" in outcomes
 
 
@@ -294,56 +250,4 @@ def _run_fused_ref(case):
 
 @pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
 def test_fuzz_ref_fused_ema_adam(slow):
-    assert "error" in _fuzz(fused_case(), _run_fused_ref, slow, REF_CASES, REF_SLOW_CASES)
-
-
-@st.composite
-def kernel_case(draw):
-    op = draw(st.sampled_from(["power_sign", "fused"]))
-    dtype = draw(st.sampled_from(FLOATS + OTHER))
-    shape = draw(shapes)
-    count = 3 if op == "power_sign" else 5
-    dtypes = [dtype] * count
-    shapes_ = [shape] * count
-    mutate = draw(st.sampled_from(["none"] * 4 + ["dtype", "shape", "readonly", "strided", "list", "alias"]))
-    if mutate == "dtype":
-        dtypes[draw(st.integers(0, count - 1))] = draw(st.sampled_from(FLOATS + OTHER))
-    if mutate == "shape":
-        shapes_[draw(st.integers(0, count - 1))] = draw(shapes)
-    arrs = [draw(arrays(d, s)) for d, s in zip(dtypes, shapes_)]
-    return {"op": op, "arrays": arrs, "mutate": mutate, "which": draw(st.integers(0, count - 1)),
-            "scalars": [draw(st.sampled_from([0.1, np.float32(0.5), np.ones(2), np.ones((1, 1)), "x", np.nan]))
-                        for _ in range(4)],
-            "step": draw(st.sampled_from([1, 0, -3, np.array([5], np.int64), np.array([5], np.int32), 2.5, True])),
-            "mode": draw(st.sampled_from([0, 1, 2, True]))}
-
-
-def _run_kernels(case) -> str:
-    arrs = [np.array(a, copy=True) for a in case["arrays"]]
-    k = case["which"]
-    if case["mutate"] == "readonly":
-        arrs[k].flags.writeable = False
-    elif case["mutate"] == "strided":
-        arrs[k] = np.repeat(arrs[k], 2, axis=-1)[..., ::2] if arrs[k].ndim else arrs[k]
-    elif case["mutate"] == "list":
-        arrs[k] = arrs[k].tolist()
-    elif case["mutate"] == "alias":
-        arrs[k] = arrs[(k + 1) % len(arrs)]
-    before = [np.array(a, copy=True) for a in arrs if isinstance(a, np.ndarray)]
-    try:
-        with np.errstate(all="ignore"):
-            if case["op"] == "power_sign":
-                var, m, grad = arrs
-                kernels.inplace_apply_power_sign(var, m, *case["scalars"], grad)
-            else:
-                kernels.apply_fused_ema_adam(*arrs, case["step"], mode=case["mode"])
-    except (TypeError, ValueError):
-        for a, b in zip([a for a in arrs if isinstance(a, np.ndarray)], before):
-            _same_bits(a, b)
-        return "error"
-    return "ok"
-
-
-@pytest.mark.parametrize("slow", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["bounded", "slow"])
-def test_fuzz_graph_ir_kernels(slow):
-    assert "error" in _fuzz(kernel_case(), _run_kernels, slow)
+    assert "error" in fuzz(fused_case(), _run_fused_ref, slow, REF_CASES, REF_SLOW_CASES)

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from op_spec import reference
+from tests.helpers.models import classification_data, small_model
 from tf_plugin import optimizers
 from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
@@ -146,41 +147,9 @@ def test_ema_slot_starts_as_the_weights_and_swap_is_exact():
         np.testing.assert_array_equal(opt.ema_variable(var).numpy(), a)
 
 
-def _data(seed=0, n=256):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, 8)).astype(np.float32)
-    w = rng.standard_normal((8, 3)).astype(np.float32)
-    y = np.argmax(x @ w + 0.1 * rng.standard_normal((n, 3)), axis=1)
-    return x, y
-
-
-def _model():
-    keras.utils.set_random_seed(0)
-    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
-
-
-FIT_OPTIMIZERS = {
-    "powersign": lambda: PowerSign(learning_rate=0.01),
-    "powersign-cosine": lambda: PowerSign(learning_rate=0.03, sign_decay="cosine", decay_steps=40),
-    "fused_ema_adam": lambda: FusedEmaAdam(learning_rate=0.01, weight_decay=0.001, ema_decay=0.9),
-    "fused_ema_adam-l2": lambda: FusedEmaAdam(learning_rate=0.01, weight_decay=0.001, mode="l2"),
-}
-
-
-@pytest.mark.parametrize("name", list(FIT_OPTIMIZERS))
-def test_fit_reduces_loss(name):
-    x, y = _data()
-    model = _model()
-    model.compile(optimizer=FIT_OPTIMIZERS[name](), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(x, y, batch_size=32, epochs=5, verbose=0)
-    losses = history.history["loss"]
-    assert losses[-1] < 0.8 * losses[0], losses
-    assert int(model.optimizer.iterations.numpy()) == 5 * 8
-
-
 def test_use_ema_finalizes_with_the_fused_average_and_runs_no_second_average():
-    x, y = _data(1)
-    model = _model()
+    x, y = classification_data(1)
+    model = small_model()
     opt = FusedEmaAdam(learning_rate=0.01, ema_decay=0.9, use_ema=True)
     model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, batch_size=64, epochs=1, verbose=0)
@@ -190,49 +159,6 @@ def test_use_ema_finalizes_with_the_fused_average_and_runs_no_second_average():
         np.testing.assert_array_equal(var.numpy(), opt.ema_variable(var).numpy())
     with pytest.raises(ValueError, match="ema_decay"):
         FusedEmaAdam(ema_decay=0.9, ema_momentum=0.99)
-
-
-CONFIG_OPTIMIZERS = {
-    "powersign": lambda: PowerSign(learning_rate=0.02, base=3.0, beta=0.7, sign_decay="restart", decay_steps=9,
-                                   clipnorm=1.0),
-    "powersign-schedule": lambda: PowerSign(
-        learning_rate=keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.9)),
-    "fused_ema_adam": lambda: FusedEmaAdam(learning_rate=0.003, beta_1=0.8, beta_2=0.95, epsilon=1e-6,
-                                           ema_decay=0.99, weight_decay=0.05, mode="l2", bias_correction=False),
-}
-
-
-@pytest.mark.parametrize("name", list(CONFIG_OPTIMIZERS))
-def test_config_round_trip(name):
-    opt = CONFIG_OPTIMIZERS[name]()
-    config = opt.get_config()
-    again = type(opt).from_config(config)
-    assert again.get_config() == config
-    revived = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
-    assert type(revived) is type(opt) and revived.get_config() == config
-
-
-@pytest.mark.parametrize("name", ["powersign", "fused_ema_adam"])
-def test_save_and_reload_keras_model_with_optimizer_state(name, tmp_path):
-    x, y = _data(2)
-    model = _model()
-    model.compile(optimizer=CONFIG_OPTIMIZERS[name](), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
-    path = tmp_path / "model.keras"
-    model.save(path)
-    loaded = keras.models.load_model(path)
-    assert type(loaded.optimizer) is type(model.optimizer)
-    assert loaded.optimizer.get_config() == model.optimizer.get_config()
-    saved, restored = model.optimizer.variables, loaded.optimizer.variables  # iterations, lr, then the slots
-    assert len(saved) == len(restored) > 2
-    for a, b in zip(saved, restored):
-        assert a.path.rsplit("_", 1)[-1] == b.path.rsplit("_", 1)[-1]  # same slot kind (m, v, s, ...)
-        np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.path)
-    # Training continues identically from the reloaded state.
-    model.fit(x, y, batch_size=64, epochs=1, verbose=0, shuffle=False)
-    loaded.fit(x, y, batch_size=64, epochs=1, verbose=0, shuffle=False)
-    for a, b in zip(model.get_weights(), loaded.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 def test_slots_in_tf_checkpoint(tmp_path):
@@ -265,8 +191,8 @@ def test_sparse_gradients_from_an_embedding_are_densified():
 
 
 def test_xla_gives_an_actionable_error():
-    x, y = _data(3, n=32)
-    model = _model()
+    x, y = classification_data(3, n=32)
+    model = small_model()
     model.compile(optimizer=PowerSign(learning_rate=0.01), loss="sparse_categorical_crossentropy", jit_compile=True)
     with pytest.raises(ValueError, match="jit_compile=False"):
         model.fit(x, y, epochs=1, verbose=0)
