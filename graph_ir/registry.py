@@ -48,6 +48,7 @@ class IrAttr:
     type: str  # "int", "float", "bool", "string", "tensor", "type" (a dtype), "list_int"
     default: object = None
     required: bool = False
+    minimum: int | None = None  # for "int" attrs
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,9 @@ register(_from_signature(op_spec.FUSED_EMA_ADAM,
 
 # Plumbing (CANN array_ops.h / state_ops.h; NetOutput is GE-internal).
 register(IrOp("Data", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
-              (IrAttr("index", "int", 0),), outputs_from="given", doc="A graph input, fed by position `index`."))
+              (IrAttr("index", "int", 0, minimum=0),), outputs_from="given", doc="A graph input, fed by position `index`."))
 register(IrOp("RefData", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
-              (IrAttr("index", "int", 0),), outputs_from="given",
+              (IrAttr("index", "int", 0, minimum=0),), outputs_from="given",
               doc="A graph input whose buffer ref ops may write in place."))
 register(IrOp("Variable", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("index", "int", 0), IrAttr("value", "tensor", required=True), IrAttr("container", "string", ""),

@@ -50,6 +50,12 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
     """The run order, which Identities copy, when values die, and the peak memory of a run (checked against the
     bound)."""
     order = graph.topological_order()
+    fed: dict[int, str] = {}
+    for node in graph.nodes_of_type("Data") + graph.nodes_of_type("RefData"):
+        other = fed.setdefault(node.attrs["index"], node.name)
+        if other != node.name:
+            raise GraphError(f"graph {graph.name!r}: nodes {other!r} and {node.name!r} are both fed input "
+                             f"{node.attrs['index']}; each input index feeds one Data node")
     position = {n.name: k for k, n in enumerate(order)}
     storage: dict[tuple[str, int], tuple[str, int]] = {}  # a value -> the buffer it lives in
     mutable: set[tuple[str, int]] = set()  # buffers an in-place op may write

@@ -51,6 +51,8 @@ def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
     if a.type == "int":
         if not is_int(value):
             raise bad("an int")
+        if a.minimum is not None and value < a.minimum:
+            raise bad(f"an int >= {a.minimum}")
         return int(value)
     if a.type == "float":
         if not (is_int(value) or isinstance(value, (float, np.floating))):

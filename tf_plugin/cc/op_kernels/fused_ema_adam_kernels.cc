@@ -12,51 +12,43 @@
 
 namespace tf_plugin {
 
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-
 template <typename T>
-class FusedEmaAdamOp : public OpKernel {
+class FusedEmaAdamOp : public tensorflow::OpKernel {
  public:
-  explicit FusedEmaAdamOp(OpKernelConstruction* c) : OpKernel(c) {
+  explicit FusedEmaAdamOp(tensorflow::OpKernelConstruction* c) : OpKernel(c) {
     OP_REQUIRES_OK(c, ReadFusedEmaAdamAttrs(c, &attrs_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    static const std::vector<int> kStateInputs = {0, 1, 2, 3};
-    static const std::vector<const char*> kStateNames = {"var", "m", "v", "s"};
-    OP_REQUIRES_OK(ctx, CheckStateVariables<T>(ctx, kStateInputs, kStateNames));
-    auto locks = tensorflow::MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, attrs_.use_locking,
-                                                                                /*sparse=*/false, kStateInputs);
-    std::vector<Tensor> state;
-    OP_REQUIRES_OK(ctx, GetStateTensors<T>(ctx, kStateInputs, kStateNames, attrs_.use_locking, &state));
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    using tensorflow::Tensor;
     const Tensor& grad = ctx->input(4);
     const Tensor& step = ctx->input(5);
     const Tensor& lr = ctx->input(6);
-    for (int k = 1; k < 4; ++k) OP_REQUIRES_OK(ctx, CheckSameShape(state[0], "var", state[k], kStateNames[k]));
-    OP_REQUIRES_OK(ctx, CheckSameShape(state[0], "var", grad, "grad"));
     OP_REQUIRES_OK(ctx, CheckScalarLike(step, "step"));
     OP_REQUIRES_OK(ctx, CheckScalarLike(lr, "lr"));
     const int64_t step_value = step.flat<int64_t>()(0);
     const float lr_value = lr.flat<float>()(0);
     OP_REQUIRES_OK(ctx, CheckFusedEmaAdamInputValues(attrs_, step_value, lr_value));
-
-    const auto scalars = optim_kernels::make_fused_ema_adam_scalars(lr_value, attrs_.ema_decay, attrs_.beta1,
-                                                                  attrs_.beta2, attrs_.eps, attrs_.mode,
-                                                                  attrs_.bias_correction, attrs_.weight_decay,
-                                                                  step_value);
-    using S = storage_t<T>;
-    const S* grad_p = StoragePtr<T>(grad);
-    S* var_p = StoragePtr<T>(state[0]);
-    S* m_p = StoragePtr<T>(state[1]);
-    S* v_p = StoragePtr<T>(state[2]);
-    S* s_p = StoragePtr<T>(state[3]);
-    ParallelForRange(ctx, grad.NumElements(), 9 * sizeof(T), [&](int64_t begin, int64_t end) {
-      optim_kernels::fused_ema_adam_update(grad_p, var_p, m_p, v_p, s_p, scalars, begin, end);
+    static const std::vector<const char*> kStateNames = {"var", "m", "v", "s"};
+    WithLockedState<T>(ctx, {0, 1, 2, 3}, kStateNames, attrs_.use_locking, [&](std::vector<Tensor>& state) {
+      for (int k = 1; k < 4; ++k) OP_REQUIRES_OK(ctx, CheckSameShape(state[0], "var", state[k], kStateNames[k]));
+      OP_REQUIRES_OK(ctx, CheckSameShape(state[0], "var", grad, "grad"));
+      const auto scalars = optim_kernels::make_fused_ema_adam_scalars(
+          lr_value, attrs_.ema_decay, attrs_.beta1, attrs_.beta2, attrs_.eps, attrs_.mode, attrs_.bias_correction,
+          attrs_.weight_decay, step_value);
+      using S = storage_t<T>;
+      const S* grad_p = StoragePtr<T>(grad);
+      S* var_p = StoragePtr<T>(state[0]);
+      S* m_p = StoragePtr<T>(state[1]);
+      S* v_p = StoragePtr<T>(state[2]);
+      S* s_p = StoragePtr<T>(state[3]);
+      ParallelForRange(ctx, grad.NumElements(), 9 * sizeof(T), [&](int64_t begin, int64_t end) {
+        optim_kernels::fused_ema_adam_update(grad_p, var_p, m_p, v_p, s_p, scalars, begin, end);
+      });
     });
-    if (ctx->input_dtype(0) != tensorflow::DT_RESOURCE) ctx->forward_ref_input_to_ref_output(0, 0);
+    if (ctx->status().ok() && ctx->input_dtype(0) != tensorflow::DT_RESOURCE) {
+      ctx->forward_ref_input_to_ref_output(0, 0);
+    }
   }
 
  private:

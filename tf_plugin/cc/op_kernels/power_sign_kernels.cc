@@ -12,28 +12,15 @@
 
 namespace tf_plugin {
 
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-
 template <typename T>
-class PowerSignOp : public OpKernel {
+class PowerSignOp : public tensorflow::OpKernel {
  public:
-  explicit PowerSignOp(OpKernelConstruction* c) : OpKernel(c) {
+  explicit PowerSignOp(tensorflow::OpKernelConstruction* c) : OpKernel(c) {
     OP_REQUIRES_OK(c, ReadPowerSignAttrs(c, &attrs_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    static const std::vector<int> kStateInputs = {0, 1};
-    static const std::vector<const char*> kStateNames = {"var", "m"};
-    OP_REQUIRES_OK(ctx, CheckStateVariables<T>(ctx, kStateInputs, kStateNames));
-    auto locks = tensorflow::MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, attrs_.use_locking,
-                                                                                /*sparse=*/false, kStateInputs);
-    std::vector<Tensor> state;
-    OP_REQUIRES_OK(ctx, GetStateTensors<T>(ctx, kStateInputs, kStateNames, attrs_.use_locking, &state));
-    Tensor& var = state[0];
-    Tensor& m = state[1];
+  void Compute(tensorflow::OpKernelContext* ctx) override {
+    using tensorflow::Tensor;
     const Tensor& lr = ctx->input(2);
     const Tensor& logbase = ctx->input(3);
     const Tensor& sign_decay = ctx->input(4);
@@ -43,19 +30,24 @@ class PowerSignOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckScalarLike(logbase, "logbase"));
     OP_REQUIRES_OK(ctx, CheckScalarLike(sign_decay, "sign_decay"));
     OP_REQUIRES_OK(ctx, CheckScalarLike(beta, "beta"));
-    OP_REQUIRES_OK(ctx, CheckSameShape(var, "var", m, "m"));
-    OP_REQUIRES_OK(ctx, CheckSameShape(var, "var", grad, "grad"));
-
-    using S = storage_t<T>;
-    const auto scalars = optim_kernels::make_power_sign_scalars(ScalarValue<T>(lr), ScalarValue<T>(logbase),
-                                                              ScalarValue<T>(sign_decay), ScalarValue<T>(beta));
-    S* var_p = StoragePtr<T>(var);
-    S* m_p = StoragePtr<T>(m);
-    const S* grad_p = StoragePtr<T>(grad);
-    ParallelForRange(ctx, var.NumElements(), 5 * sizeof(T), [&](int64_t begin, int64_t end) {
-      optim_kernels::power_sign_update(var_p, m_p, grad_p, scalars, begin, end);
+    WithLockedState<T>(ctx, {0, 1}, {"var", "m"}, attrs_.use_locking, [&](std::vector<Tensor>& state) {
+      Tensor& var = state[0];
+      Tensor& m = state[1];
+      OP_REQUIRES_OK(ctx, CheckSameShape(var, "var", m, "m"));
+      OP_REQUIRES_OK(ctx, CheckSameShape(var, "var", grad, "grad"));
+      using S = storage_t<T>;
+      const auto scalars = optim_kernels::make_power_sign_scalars(ScalarValue<T>(lr), ScalarValue<T>(logbase),
+                                                                  ScalarValue<T>(sign_decay), ScalarValue<T>(beta));
+      S* var_p = StoragePtr<T>(var);
+      S* m_p = StoragePtr<T>(m);
+      const S* grad_p = StoragePtr<T>(grad);
+      ParallelForRange(ctx, var.NumElements(), 5 * sizeof(T), [&](int64_t begin, int64_t end) {
+        optim_kernels::power_sign_update(var_p, m_p, grad_p, scalars, begin, end);
+      });
     });
-    if (ctx->input_dtype(0) != tensorflow::DT_RESOURCE) ctx->forward_ref_input_to_ref_output(0, 0);
+    if (ctx->status().ok() && ctx->input_dtype(0) != tensorflow::DT_RESOURCE) {
+      ctx->forward_ref_input_to_ref_output(0, 0);
+    }
   }
 
  private:

@@ -79,4 +79,18 @@ inline absl::Status CheckSameShape(const tensorflow::Tensor& a, const char* a_na
   return absl::OkStatus();
 }
 
+// The dense update's prologue: checks the state variables, locks them (in a fixed order, as stock training ops),
+// fetches their tensors (copy-on-write for resource variables), then runs fn(state) with the locks held. Any error
+// is set on ctx before anything is written.
+template <typename T, typename Fn>
+void WithLockedState(tensorflow::OpKernelContext* ctx, const std::vector<int>& inputs,
+                     const std::vector<const char*>& names, bool use_locking, Fn&& fn) {
+  OP_REQUIRES_OK(ctx, CheckStateVariables<T>(ctx, inputs, names));
+  auto locks = tensorflow::MaybeLockVariableInputMutexesInOrder<CPUDevice, T>(ctx, use_locking, /*sparse=*/false,
+                                                                              inputs);
+  std::vector<tensorflow::Tensor> state;
+  OP_REQUIRES_OK(ctx, GetStateTensors<T>(ctx, inputs, names, use_locking, &state));
+  fn(state);
+}
+
 }  // namespace tf_plugin
