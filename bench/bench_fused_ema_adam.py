@@ -10,15 +10,13 @@ Prints a table (median ms, speedup of ours, GB/s of ours' 9 memory streams) and 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 import tf_plugin
-from bench.timing import median_ms_interleaved
+from bench.timing import median_ms_interleaved, save_rows
 
 LR, WD, BETA1, BETA2, EPS, EMA = 1e-3, 0.01, 0.9, 0.999, 1e-8, 0.999
 
@@ -91,11 +89,7 @@ def main() -> None:
         vs_s = f"{r['vs_stock']:>8.2f}x" if "vs_stock" in r else f"{'-':>9}"
         vs_k = f"{r['vs_keras']:>8.2f}x" if "vs_keras" in r else f"{'-':>9}"
         print(f"{r['dtype']:<9} {r['ours']:>8.2f} {stock} {keras_ms} {vs_s} {vs_k} {r['ours_gb_s']:>6.1f}")
-    out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"fused_ema_adam_{args.size}.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-
+    save_rows(f"fused_ema_adam_{args.size}", rows)
 
 if __name__ == "__main__":
     main()

@@ -7,14 +7,12 @@ JSON to bench/results/. Absolute times drift on a shared machine; compare the ra
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 import numpy as np
 import tensorflow as tf
 
 import tf_plugin
-from bench.timing import median_ms_interleaved
+from bench.timing import median_ms_interleaved, save_rows
 
 
 def candidates(size: int, dtype: tf.DType) -> dict:
@@ -51,11 +49,7 @@ def main() -> None:
     print(f"{'dtype':<9} {'stock ms':>9} {'ours ms':>9} {'speedup':>8} {'ours GB/s':>10}")
     for r in rows:
         print(f"{r['dtype']:<9} {r['stock']:>9.2f} {r['ours']:>9.2f} {r['speedup']:>7.2f}x {r['ours_gb_s']:>10.1f}")
-    out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, f"power_sign_{args.size}.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-
+    save_rows(f"power_sign_{args.size}", rows)
 
 if __name__ == "__main__":
     main()

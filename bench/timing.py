@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
 
@@ -19,3 +21,13 @@ def median_ms_interleaved(fns: dict[str, Callable[[], object]], repeats: int) ->
             fn()
             times[name].append(time.perf_counter() - t0)
     return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
+
+
+def save_rows(name: str, rows: list[dict]) -> str:
+    """Writes a table's rows to bench/results/NAME.json (for plots and later comparison); returns the path."""
+    out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(rows, f, indent=1)
+    return path

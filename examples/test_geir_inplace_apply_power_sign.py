@@ -18,6 +18,7 @@ import numpy as np
 import graph_ir
 from graph_ir import ops
 from graph_ir.dtypes import as_dtype
+from op_spec.reference import power_sign
 
 IR_INPUTS = ("var", "m", "lr", "logbase", "sign_decay", "beta", "grad")
 TENSOR_SHAPE, SCALAR_SHAPE = (8,), (1,)
@@ -40,11 +41,9 @@ def make_inputs(dtype: str) -> list[np.ndarray]:
 
 def golden(inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """float64 PowerSign from the inputs as stored (the same rounding of the scalars as the kernel sees)."""
-    var, m, lr, logbase, sign_decay, beta, grad = (x.astype(np.float64) for x in inputs)
-    lr, logbase, sign_decay, beta = (float(x.reshape(-1)[0]) for x in (lr, logbase, sign_decay, beta))
-    m_t = beta * m + (1 - beta) * grad
-    var_t = var - lr * np.exp(logbase * sign_decay * np.sign(m_t) * np.sign(grad)) * grad
-    return var_t, m_t
+    var, m, lr, logbase, sign_decay, beta, grad = inputs
+    return power_sign(var, m, *(float(np.asarray(x, np.float64).reshape(-1)[0]) for x in (lr, logbase, sign_decay, beta)),
+                      grad)
 
 
 def build(dtype: str) -> graph_ir.Graph:
