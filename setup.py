@@ -38,17 +38,25 @@ GENERATED_HEADER = os.path.join(GENERATED_INCLUDE, "generated", "op_spec.h")
 OPT_FLAGS = _KERNELS["flags"] + ["-Wno-deprecated-declarations"]
 
 
-def _tensorflow_requirement() -> str:
-    """The TensorFlow distribution and exact version this build compiles against (a custom-op library only loads
-    into that TensorFlow), for the wheel's metadata; a range when TensorFlow is not importable (metadata only)."""
+def _tensorflow_minor() -> str:
+    """The TensorFlow minor version this build compiles against (a custom-op library only loads into that minor
+    version): the installed one when there is one, else op_spec's."""
     from importlib import metadata
 
-    for dist in ("tensorflow-cpu", "tensorflow"):
+    for dist in ("tensorflow-cpu", "tensorflow", "tf-nightly"):
         try:
-            return f"{dist}=={metadata.version(dist)}"
+            return ".".join(metadata.version(dist).split(".")[:2])
         except metadata.PackageNotFoundError:
             continue
-    return "tensorflow-cpu>=2.21,<2.22"
+    return _read_version()["TF_MINOR"]
+
+
+def _tensorflow_extras() -> dict[str, list[str]]:
+    """No TensorFlow distribution is forced on users (as TF add-ons do it): extras pick one, pinned to the minor
+    version the library is built for."""
+    major, minor = (int(x) for x in _tensorflow_minor().split("."))
+    pin = f">={major}.{minor},<{major}.{minor + 1}"
+    return {"cpu": [f"tensorflow-cpu{pin}"], "gpu": [f"tensorflow[and-cuda]{pin}"], "tensorflow": [f"tensorflow{pin}"]}
 
 
 GE_PROTO = "graph_ir/proto/ge_ir.proto"
@@ -130,14 +138,15 @@ class BuildTfOps(build_ext):
         return []  # a TF op library, not a Python extension module: no PyInit_ symbol
 
 
-def _version() -> str:
+def _read_version() -> dict[str, str]:
+    """__version__ and TF_MINOR from op_spec/version.py (read as text: the build need not import the package)."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "op_spec", "version.py")) as f:
-        return re.search(r'__version__ = "([^"]+)"', f.read()).group(1)
+        return dict(re.findall(r'^(__version__|TF_MINOR) = "([^"]+)"', f.read(), flags=re.MULTILINE))
 
 
 setup(
     name="tf_plugin",
-    version=_version(),
+    version=_read_version()["__version__"],
     description="CANN's Ascend optimizer ops PowerSign and FusedEmaAdam as TensorFlow custom ops",
     packages=find_packages(include=["op_spec", "op_spec.*", "tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
     ext_modules=[
@@ -147,7 +156,8 @@ setup(
     package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
-    install_requires=[_tensorflow_requirement(), "numpy", "ml_dtypes", "protobuf"],
-    extras_require={"test": ["pytest", "ruff", "hypothesis"], "demo": ["matplotlib", "scikit-learn"]},
+    install_requires=["numpy", "ml_dtypes", "protobuf"],
+    extras_require={**_tensorflow_extras(), "test": ["pytest", "ruff", "hypothesis", "vermin"],
+                    "demo": ["matplotlib", "scikit-learn"], "bench": ["matplotlib"]},
     entry_points={"console_scripts": ["tf_plugin-info = tf_plugin.__main__:main"]},
 )

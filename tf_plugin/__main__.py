@@ -20,6 +20,9 @@ def main() -> None:
     print(f"op library: {tf_plugin.library_path()}")
     print(f"kernels' SIMD path: {tf_plugin.isa()} (best this CPU supports: {_loader.best_isa()}; "
           "TF_PLUGIN_ISA can force portable, avx2, avx512, avx512bf16)")
+    gpus = tf.config.list_logical_devices("GPU") + tf.config.list_logical_devices("TPU")
+    print("optimizer path: the fused CPU kernels for variables on the CPU; the portable implementation of stock TF "
+          f"ops inside XLA (jit_compile) and for variables on a GPU or TPU ({len(gpus)} visible here)")
     print(f"registered ops: {', '.join(registered)}")
     if registered != declared:
         print(f"WARNING: op_spec declares {', '.join(declared)}")

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import types
 
-import tensorflow as tf
+from op_spec.version import TF_MINOR
+
+
+def _import_tensorflow():
+    try:
+        import tensorflow
+    except ImportError as e:
+        raise ImportError(
+            f"tf_plugin needs TensorFlow {TF_MINOR}, which is not installed ({e}); install it with "
+            f"`pip install 'tf_plugin[cpu]'` (or [gpu], or [tensorflow] for the standard package)."
+        ) from None
+    return tensorflow
+
+
+tf = _import_tensorflow()
 
 _LIBRARY_NAME = "_tf_plugin_ops"
 
@@ -21,6 +36,20 @@ def library_path() -> str:
         f"tf_plugin's op library ({_LIBRARY_NAME}*.so) is missing from {here}: the package was not built. "
         "Install it with `pip install .` (or `pip install -e .`) from the source tree."
     )
+
+
+def import_keras_faces() -> ImportError | None:
+    """Imports tf_plugin.optimizers and tf_plugin.sign_decay (registering their Keras classes), unless Keras itself
+    cannot be imported; returns that error, or None."""
+    if importlib.util.find_spec("keras") is None:
+        return ImportError("Keras is not installed")
+    try:
+        import keras  # noqa: F401
+    except ImportError as e:
+        return e
+    importlib.import_module("tf_plugin.optimizers")
+    importlib.import_module("tf_plugin.sign_decay")
+    return None
 
 
 def _check_tf_version() -> None:

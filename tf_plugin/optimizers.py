@@ -2,8 +2,9 @@
 
 Each update is one call of our resource op per variable (no per-element Python math). Sparse gradients
 (``tf.IndexedSlices``, e.g. from an Embedding) are densified first; for PowerSign that is exactly tf.contrib's sparse
-semantics (m decays on every row, var moves only where the gradient is non-zero). The ops have no XLA kernel:
-compile models with ``jit_compile=False`` where Keras would choose XLA (``"auto"`` on a machine with a GPU).
+semantics (m decays on every row, var moves only where the gradient is non-zero). Under XLA (``jit_compile=True``,
+Keras's ``"auto"`` on accelerators) and for variables on a GPU or TPU, the raw ops run their portable path of stock
+TF ops with the same numerics (tf_plugin/portable.py).
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ _FEA = FUSED_EMA_ADAM.defaults
 _MODES = {"l2": 0, "adamw": 1}
 
 
+def _require_tensorflow_backend(name: str) -> None:
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"tf_plugin's {name} runs TensorFlow ops, but Keras uses the {keras.backend.backend()!r} backend; set "
+            "KERAS_BACKEND=tensorflow before importing Keras."
+        )
+
+
 def _dense(gradient: Any) -> tf.Tensor:
     return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
-
-
-def _handle(variable: Any) -> tf.Tensor:
-    """The resource handle of a tf.Variable or a Keras Variable (whose ``.value`` is the tf.Variable)."""
-    return variable.handle
 
 
 @keras.saving.register_keras_serializable(package="tf_plugin")
@@ -62,6 +66,7 @@ class PowerSign(keras.optimizers.Optimizer):
         decay_steps: int | None = None,
         **kwargs,
     ):
+        _require_tensorflow_backend("PowerSign")
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         if not base > 0:
             raise ValueError(f"base must be > 0, got {base!r}")
@@ -89,8 +94,8 @@ class PowerSign(keras.optimizers.Optimizer):
         dtype = variable.dtype
         m = self._momentums[self._get_variable_index(variable)]
         raw_ops.ResourceApplyPowerSign(
-            var=_handle(variable),
-            m=_handle(m),
+            var=variable,
+            m=m,
             lr=tf.cast(learning_rate, dtype),
             logbase=tf.cast(math.log(self.base), dtype),
             sign_decay=tf.cast(self._sign_decay_at_iterations(), dtype),
@@ -159,6 +164,7 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
         name: str = "fused_ema_adam",
         **kwargs,
     ):
+        _require_tensorflow_backend("FusedEmaAdam")
         ema_momentum = kwargs.pop("ema_momentum", None)
         if ema_momentum is not None and float(ema_momentum) != float(ema_decay):
             raise ValueError(
@@ -204,10 +210,10 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         weight_decay = self.fused_weight_decay if self._use_weight_decay(variable) else 0.0
         raw_ops.ResourceApplyFusedEmaAdam(
-            var=_handle(variable),
-            m=_handle(self._momentums[index]),
-            v=_handle(self._velocities[index]),
-            s=_handle(self._averages[index]),
+            var=variable,
+            m=self._momentums[index],
+            v=self._velocities[index],
+            s=self._averages[index],
             grad=tf.cast(_dense(gradient), variable.dtype),
             step=tf.cast(self.iterations, tf.int64) + 1,
             lr=tf.cast(learning_rate, tf.float32),
@@ -221,11 +227,21 @@ class FusedEmaAdam(keras.optimizers.Optimizer):
         )
 
     def ema_variable(self, variable) -> keras.Variable:
-        """The EMA slot ``s`` of a model variable (built on first use)."""
+        """The EMA slot ``s`` of a model variable. The slots exist once the optimizer is built: by the first
+        ``apply_gradients`` or ``fit`` step, by ``swap_ema_weights``, or by ``opt.build(model.trainable_variables)``."""
+        if not self.built:
+            raise ValueError(
+                "FusedEmaAdam has no EMA slots yet: they are built with the optimizer, for all its variables at once. "
+                "Call opt.build(model.trainable_variables) first (fit and apply_gradients do it on the first step)."
+            )
         return self._averages[self._get_variable_index(variable)]
 
     def swap_ema_weights(self, variables) -> None:
-        """Exchanges the model weights and their EMA weights in place; call again to swap back."""
+        """Exchanges the model weights and their EMA weights in place; call again to swap back. Builds the optimizer
+        for `variables` when it is not built yet (the averages then start as copies of the weights)."""
+        variables = list(variables)
+        if not self.built:
+            self.build(variables)
         for variable in variables:
             average = self.ema_variable(variable)
             weights = tf.identity(variable)
@@ -246,6 +262,9 @@ def _copy_of(variable) -> Callable:
     """A Keras initializer that returns the variable's current value (the EMA starts at the weights)."""
 
     def initializer(shape, dtype=None):
-        return tf.identity(tf.convert_to_tensor(variable))
+        # Read eagerly, outside any function being traced: the initial value is then a constant that tf.function
+        # (and XLA, which cannot run a variable's initializer inside the step) lifts out of the step.
+        with tf.init_scope():
+            return tf.identity(tf.convert_to_tensor(variable))
 
     return initializer

@@ -11,6 +11,10 @@ signatures cannot drift from the op registrations, which are generated from the 
 
 T is var's dtype (ref ops) or grad's (resource ops). Python numbers are converted to the input's dtype; a tensor of
 another dtype is an InvalidArgumentError naming the input.
+
+Each call picks its path (``path_for``): the fused CPU kernel, or, inside XLA (jit_compile) and for variables on a
+device without our kernels (GPU, TPU), the portable implementation of stock TF ops with the same numerics
+(tf_plugin/portable.py).
 """
 
 from __future__ import annotations
@@ -20,28 +24,42 @@ import re
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 
 import op_spec
-from tf_plugin import _loader
+import op_spec.checks
+from tf_plugin import _loader, portable
 
 
 def _invalid(message: str) -> tf.errors.InvalidArgumentError:
     return tf.errors.InvalidArgumentError(None, None, message)
 
 
-def _check_not_xla(op: str) -> None:
-    """Our ops have CPU kernels only: say so before XLA fails with a wall of text about unsupported ops."""
-    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
-        raise ValueError(
-            f"tf_plugin's {op} has no XLA kernel, so it cannot run inside an XLA-compiled function. Compile without "
-            "XLA: `model.compile(..., jit_compile=False)` for Keras, or `tf.function(jit_compile=False)`."
-        )
+FUSED, PORTABLE = "fused", "portable"
+
+
+def _device_of(var: Any) -> str:
+    for candidate in (var, getattr(var, "value", None)):
+        device = getattr(candidate, "device", None)
+        if isinstance(device, str) and device:
+            return device
+    return ""
+
+
+def path_for(var: Any) -> str:
+    """"fused" where our CPU kernel can run; "portable" inside XLA or for a variable on another device."""
+    if portable.in_xla_context():
+        return PORTABLE
+    device = _device_of(var)
+    if device and tf.DeviceSpec.from_string(device).device_type not in (None, "CPU"):
+        return PORTABLE
+    return FUSED
 
 
 def _handle(var: Any) -> Any:
-    """A resource handle; a tf.Variable is accepted for its handle. Inside a tf.function the variable is also
-    recorded on the function's graph (as reading it would), so ConcreteFunction.variables lists it."""
+    """A resource handle; a tf.Variable (or a Keras Variable) is accepted for its handle. Inside a tf.function the
+    variable is also recorded on the function's graph (as reading it would), so ConcreteFunction.variables lists it."""
+    if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable):
+        var = var.value  # a Keras Variable
     if isinstance(var, tf.Variable):
         graph = tf.compat.v1.get_default_graph()
         if hasattr(graph, "watch_variable"):
@@ -68,6 +86,24 @@ def _snake(op_type: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()
 
 
+def _portable_power_sign(state, dtype, resource, kwargs):
+    return portable.power_sign(state, dtype, resource, kwargs["lr"], kwargs["logbase"], kwargs["sign_decay"],
+                               kwargs["beta"], kwargs["grad"], kwargs["use_locking"])
+
+
+def _portable_fused_ema_adam(state, dtype, resource, kwargs):
+    attrs = {a.name: kwargs[a.name] for a in op_spec.FUSED_EMA_ADAM.attrs}
+    try:  # the rules the fused op checks when it is built
+        op_spec.checks.check_attrs(op_spec.FUSED_EMA_ADAM, attrs)
+    except (TypeError, ValueError) as e:
+        raise _invalid(str(e)) from None
+    return portable.fused_ema_adam(state, dtype, resource, kwargs["grad"], kwargs["step"], kwargs["lr"], attrs,
+                                   kwargs["use_locking"])
+
+
+_PORTABLE = {"PowerSign": _portable_power_sign, "FusedEmaAdam": _portable_fused_ema_adam}
+
+
 def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     op_type = sig.resource_op if resource else sig.ref_op
     public = op_type[len(op_spec.OP_PREFIX):]
@@ -76,7 +112,6 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     op = getattr(_loader.load(), _snake(op_type))
 
     def wrapper(**kwargs):
-        _check_not_xla(public)
         state = {n: kwargs.pop(n) for n in sig.state_inputs}
         name = kwargs.pop("name")
         dtype = _dtype_of(kwargs[t_source]) if resource else state["var"].dtype.base_dtype
@@ -89,9 +124,13 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
             because = (f"all {sig.name} tensors share T = {dtype.name}" if spec.dtype == "T"
                        else f"{spec.name} is a {spec.dtype} tensor")
             kwargs[spec.name] = _as_tensor(kwargs[spec.name], want, spec.name, because)
+        path = path_for(state["var"])
         if resource:
             state = {n: _handle(v) for n, v in state.items()}
-        return op(**state, **kwargs, name=name)
+        if path == FUSED:
+            return op(**state, **kwargs, name=name)
+        with tf.name_scope(name or public):
+            return _PORTABLE[sig.name](state, dtype, resource, kwargs)
 
     params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
                                 default=defaults.get(i.name, inspect.Parameter.empty)) for i in sig.inputs]

@@ -190,14 +190,6 @@ def test_sparse_gradients_from_an_embedding_are_densified():
         np.testing.assert_array_equal(np.nonzero(changed)[0], [1, 3])
 
 
-def test_xla_gives_an_actionable_error():
-    x, y = classification_data(3, n=32)
-    model = small_model()
-    model.compile(optimizer=PowerSign(learning_rate=0.01), loss="sparse_categorical_crossentropy", jit_compile=True)
-    with pytest.raises(ValueError, match="jit_compile=False"):
-        model.fit(x, y, epochs=1, verbose=0)
-
-
 def test_bad_arguments():
     with pytest.raises(ValueError, match="decay_steps"):
         PowerSign(sign_decay="linear")
