@@ -71,8 +71,22 @@ class LinearSignDecay(SignDecay):
         return tf.maximum(0.0, (float(self.decay_steps) - step) / float(self.decay_steps))
 
 
+class _PeriodicSignDecay(SignDecay):
+    """A cosine schedule with a number of periods and an optional cut to zero."""
+
+    default_periods: float = 1
+
+    def __init__(self, decay_steps: int, num_periods: float | None = None, zero_after: float | None = None):
+        super().__init__(decay_steps)
+        self.num_periods = self.default_periods if num_periods is None else num_periods
+        self.zero_after = zero_after
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "num_periods": self.num_periods, "zero_after": self.zero_after}
+
+
 @keras.saving.register_keras_serializable(package="tf_plugin")
-class CosineSignDecay(SignDecay):
+class CosineSignDecay(_PeriodicSignDecay):
     """Cosine decay: ``fraction = 2 * num_periods * min(step, decay_steps) / decay_steps``,
     ``0.5 * (1 + cos(pi * fraction))``; 0 where ``fraction >= 2 * zero_after`` when zero_after is given.
 
@@ -80,10 +94,7 @@ class CosineSignDecay(SignDecay):
     """
 
     name = "cosine_decay"
-
-    def __init__(self, decay_steps: int, num_periods: float = 0.5, zero_after: float | None = None):
-        super().__init__(decay_steps)
-        self.num_periods, self.zero_after = num_periods, zero_after
+    default_periods = 0.5
 
     def __call__(self, global_step) -> tf.Tensor:
         step = self._clamped_step(global_step)
@@ -93,22 +104,15 @@ class CosineSignDecay(SignDecay):
             decayed = tf.where(fraction >= 2.0 * self.zero_after, 0.0, decayed)
         return decayed
 
-    def get_config(self) -> dict:
-        return {**super().get_config(), "num_periods": self.num_periods, "zero_after": self.zero_after}
-
 
 @keras.saving.register_keras_serializable(package="tf_plugin")
-class RestartSignDecay(SignDecay):
+class RestartSignDecay(_PeriodicSignDecay):
     """Cosine decay with restarts: ``num = mod(num_periods * min(step, decay_steps), decay_steps)``,
     ``0.5 * (1 + cos(pi * num / decay_steps))``; 0 where ``num_periods * step / decay_steps >= zero_after`` when
     zero_after is given. Because of the clamp (as in tf.contrib), the decay is 1 again at ``decay_steps``.
     """
 
     name = "restart_decay"
-
-    def __init__(self, decay_steps: int, num_periods: float = 1, zero_after: float | None = None):
-        super().__init__(decay_steps)
-        self.num_periods, self.zero_after = num_periods, zero_after
 
     def __call__(self, global_step) -> tf.Tensor:
         step = self._clamped_step(global_step)
@@ -117,9 +121,6 @@ class RestartSignDecay(SignDecay):
         if self.zero_after is not None:
             decayed = tf.where(self.num_periods * step / float(self.decay_steps) >= self.zero_after, 0.0, decayed)
         return decayed
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "num_periods": self.num_periods, "zero_after": self.zero_after}
 
 
 def get_linear_decay_fn(decay_steps: int) -> LinearSignDecay:
