@@ -18,14 +18,16 @@ from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.session import Session
 
 
-def from_tensorflow(fn: Any, *args: Any) -> Graph:
+def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> Graph:
     """Lowers a TensorFlow step to a GE graph; see graph_ir.lowering (which imports TensorFlow on first use).
 
-    fn: a tf.function (traced with `args`), a ConcreteFunction, a tf.Graph or a GraphDef.
+    from_tensorflow(fn, *args): fn a tf.function (traced with `args`) or a ConcreteFunction: what it runs.
+    from_tensorflow(graph, fetches=..., session=None): a tf.Graph or GraphDef: what Session.run(fetches) runs, with
+    the variables' values from `session` (or their constant initializers).
     """
     from graph_ir import lowering  # TensorFlow is imported here, not by `import graph_ir`
 
-    return lowering.from_tensorflow(fn, *args)
+    return lowering.from_tensorflow(fn, *args, fetches=fetches, session=session)
 
 
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",

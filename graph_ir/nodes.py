@@ -74,9 +74,11 @@ class Node:
         return Handle(self, index)
 
     def input_names(self) -> list[str]:
-        """The IR name of each given input (input0, input1, ... for a dynamic list)."""
+        """The IR name of each given input; a dynamic list is numbered: NetOutput's input0, input1, ... (torchair's
+        names) and x0, x1, ... for other ops (IdentityN)."""
         if self.op.inputs and self.op.inputs[-1].dynamic:
-            return [f"input{k}" for k in range(len(self.inputs))]
+            stem = "input" if self.op.type == "NetOutput" else self.op.inputs[-1].name
+            return [f"{stem}{k}" for k in range(len(self.inputs))]
         return [i.name for i, h in zip(self.op.inputs, self.inputs) if h is not None]
 
     def input_descs(self) -> list[TensorDesc]:

@@ -9,6 +9,7 @@ inputs, constants and NetOutput have their own builders: graph_ir.Data / Const /
 from __future__ import annotations
 
 import inspect
+import keyword
 from typing import Any
 
 from graph_ir import registry
@@ -32,15 +33,19 @@ def _input_dtype(op: registry.IrOp, spec: registry.IrInput, given: dict[str, Any
     return as_dtype("float32")
 
 
+def _param(name: str) -> str:
+    """The Python parameter for an IR input: SelectV2's `else` becomes `else_` (a keyword cannot be a name)."""
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
 def _make_builder(op: registry.IrOp):
-    params = [inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    params = [inspect.Parameter(_param(i.name), inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 default=None if i.optional else inspect.Parameter.empty) for i in op.inputs]
     params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
                                  default=inspect.Parameter.empty if a.required else a.default) for a in op.attrs]
     params += [inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None),
                inspect.Parameter("control_inputs", inspect.Parameter.KEYWORD_ONLY, default=())]
     signature = inspect.Signature(params)
-    input_names = [i.name for i in op.inputs]
     attr_names = [a.name for a in op.attrs]
 
     def builder(*args, **kwargs):
@@ -50,15 +55,19 @@ def _make_builder(op: registry.IrOp):
             raise TypeError(f"graph_ir.ops.{op.type}{signature}: {e}") from None
         bound.apply_defaults()
         values = bound.arguments
-        given = {n: values[n] for n in input_names}
+        given = {spec.name: values[_param(spec.name)] for spec in op.inputs}
         inputs = []
         for spec in op.inputs:
             value = given[spec.name]
-            inputs.append(None if value is None else to_handle(value, _input_dtype(op, spec, given), spec.scalar))
+            if spec.dynamic:  # a list of tensors (IdentityN's x)
+                inputs.extend(to_handle(v, _input_dtype(op, spec, given), spec.scalar) for v in value)
+            else:
+                inputs.append(None if value is None else to_handle(value, _input_dtype(op, spec, given),
+                                                                   spec.scalar))
         attrs = {n: values[n] for n in attr_names}
         node = default_graph().add_node(op.type, inputs, attrs, name=values["name"],
                                         control_inputs=values["control_inputs"])
-        outputs = tuple(node.output(k) for k in range(len(op.outputs)))
+        outputs = tuple(node.output(k) for k in range(len(node.output_descs)))
         return outputs[0] if len(outputs) == 1 else outputs
 
     builder.__name__ = builder.__qualname__ = op.type

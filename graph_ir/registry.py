@@ -24,7 +24,11 @@ ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 #   "cast"     the first input's shape with dtype `dst_type` (Cast)
 #   "reshape"  the first input's dtype with the shape of the Const `shape` input (Reshape)
 #   "none"     no outputs (NetOutput)
-OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none")
+#   "broadcast"   the first input's dtype, the inputs' shapes broadcast (TF's elementwise binary ops)
+#   "compare"     bool, the inputs' shapes broadcast
+#   "select"      the dtype of the value inputs, the three inputs' shapes broadcast (Select, SelectV2)
+#   "each"        one output per input, with its desc (IdentityN)
+OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class IrInput:
 class IrOutput:
     name: str
     dtypes: tuple[str, ...]
+    dynamic: bool = False  # a list of outputs, one per dynamic input (IdentityN)
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,45 @@ register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "
               doc="y = x with the given shape."))
 register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), outputs_from="none",
               doc="The graph's outputs, in order."))
+
+# GE standard operators that lowered TF training steps contain (CANN ops-math REG_OPs; see
+# ../shared/research/ge_standard_ops.md). Binary ops take (x1, x2) of one dtype and broadcast, as TF's do.
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+REALS = (*FLOATS, "int8", "int16", "int32", "int64", "uint8", "uint16")
+_BINARY = {"Add": REALS, "AddV2": REALS, "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": REALS,
+           "Minimum": REALS, "Pow": REALS, "FloorMod": ("int32", "int64", *FLOATS), "FloorDiv": REALS}
+_UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FLOATS, "Rsqrt": FLOATS,
+          "Square": REALS, "Neg": REALS, "Abs": REALS, "Sign": REALS, "Floor": FLOATS}
+# Exp and Log carry y = base^(scale * x + shift) / log_base(shift + scale * x); base -1 means e (what TF's Exp and
+# Log are, and what CANN's TF plugins set).
+_EXP_LOG_ATTRS = (IrAttr("base", "float", -1.0), IrAttr("scale", "float", 1.0), IrAttr("shift", "float", 0.0))
+_COMPARE = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
+
+for _type, _dtypes in _BINARY.items():
+    register(IrOp(_type, (IrInput("x1", _dtypes), IrInput("x2", _dtypes)), (IrOutput("y", _dtypes),),
+                  outputs_from="broadcast", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), broadcast."))
+for _type, _dtypes in _UNARY.items():
+    register(IrOp(_type, (IrInput("x", _dtypes),), (IrOutput("y", _dtypes),),
+                  _EXP_LOG_ATTRS if _type in ("Exp", "Log") else (), outputs_from="same", doc=f"y = {_type}(x)."))
+for _type in _COMPARE:
+    register(IrOp(_type, (IrInput("x1", (*REALS, "bool")), IrInput("x2", (*REALS, "bool"))), (IrOutput("y", ("bool",)),),
+                  outputs_from="compare", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), bool, broadcast."))
+register(IrOp("Select", (IrInput("condition", ("bool",)), IrInput("x1", ALL_DTYPES), IrInput("x2", ALL_DTYPES)),
+              (IrOutput("y", ALL_DTYPES),), outputs_from="select", same_dtype=("x1", "x2"),
+              doc="y = x1 where condition else x2."))
+register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", ALL_DTYPES), IrInput("else", ALL_DTYPES)),
+              (IrOutput("result", ALL_DTYPES),), outputs_from="select", same_dtype=("then", "else"),
+              doc="result = then where condition else else, all three broadcast."))
+# In place on their first input (CANN names it `ref`, AssignSub's `var`), which must be a Variable.
+for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var")):
+    register(IrOp(_type, (IrInput(_port, REALS + ("bool",)), IrInput("value", REALS + ("bool",))),
+                  (IrOutput(_port, REALS + ("bool",)),),
+                  (IrAttr("use_locking", "bool", False),) + ((IrAttr("validate_shape", "bool", True),)
+                                                            if _type == "Assign" else ()),
+                  same_dtype=(_port, "value"), same_shape=(_port, "value"),
+                  doc=f"{_port} {'=' if _type == 'Assign' else '+=' if _type == 'AssignAdd' else '-='} value, in place."))
+register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", ALL_DTYPES, dynamic=True),),
+              outputs_from="each", doc="y_k = x_k (snapshots)."))
 
 # Node types whose outputs are graph inputs or state: the only producers an in-place input may come from (GE wants a
 # Variable or RefData there; a Data input is the graph's own copy of the fed array, written as GE writes it).

@@ -26,7 +26,7 @@ import numpy as np
 
 from graph_ir.dtypes import as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.executors import ALIASING, ALLOCATING, EXECUTORS
+from graph_ir.executors import ALIASING, EXECUTORS, SNAPSHOTS
 from graph_ir.graph import Graph
 from graph_ir.nodes import Node
 from graph_ir.registry import WRITABLE_SOURCES
@@ -41,7 +41,7 @@ _SOURCES = ("Data", "RefData", "Variable", "Const", "NetOutput")
 class _Plan:
     graph: Graph
     order: list[Node]
-    snapshot: set[str]  # Identity nodes that must copy
+    snapshot: set[tuple[str, int]]  # snapshot outputs (Identity, IdentityN) that must copy their source
     drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
     peak_bytes: int
 
@@ -77,15 +77,15 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
             elif node.op.refs and k in node.op.refs:
                 storage[key] = storage[(node.inputs[node.op.refs[k]].node.name, node.inputs[node.op.refs[k]].index)]
             elif node.type in ALIASING:
-                source = storage[(node.inputs[0].node.name, node.inputs[0].index)]
-                if node.type == "Identity" and source in mutable:
-                    snapshot.add(node.name)
+                h = node.inputs[k if node.type == "IdentityN" else 0]
+                source = storage[(h.node.name, h.index)]
+                if node.type in SNAPSHOTS and source in mutable:
+                    snapshot.add(key)
                     storage[key] = key
                     sizes[key] = desc.nbytes
                 else:
                     storage[key] = source
-            else:
-                assert node.type in ALLOCATING or node.type == "NetOutput", node.type
+            else:  # a new array
                 storage[key] = key
                 sizes[key] = desc.nbytes
         for h in node.inputs:
@@ -223,8 +223,8 @@ class Session:
             else:
                 args = [values[(h.node.name, h.index)] for h in node.inputs if h is not None]
                 results = EXECUTORS[node.type](node, args)
-                if node.name in plan.snapshot:
-                    results = [np.array(results[0], copy=True)]
+                results = [np.array(r, copy=True) if (node.name, j) in plan.snapshot else r
+                           for j, r in enumerate(results)]
             for j, r in enumerate(results):
                 values[(node.name, j)] = r
             for key in plan.drop_after[k]:

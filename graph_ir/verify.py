@@ -74,8 +74,10 @@ def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
             dtype = as_dtype(value.dtype)
         except TypeError as e:
             raise bad(f"an array of a graph_ir dtype ({e})") from None
-        # Native byte order and C order, so that the kernels and NumPy read the same values.
-        return np.ascontiguousarray(value, dtype=np.dtype(dtype.numpy))
+        # Native byte order and C order, so that the kernels and NumPy read the same values (np.ascontiguousarray
+        # would turn a 0-d array into 1-d).
+        value = np.asarray(value, dtype=np.dtype(dtype.numpy))
+        return value if value.flags.c_contiguous else value.copy(order="C")
     if a.type == "list_int":
         if not all(is_int(v) for v in value):
             raise bad("a list of ints")
@@ -175,7 +177,40 @@ def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", x.dtype, tuple(shape))]
 
 
+def broadcast_shape(op: IrOp, node: str, inputs) -> tuple[int, ...]:
+    """The shape the inputs broadcast to (NumPy's and TensorFlow's rule); an error names the node otherwise."""
+    shapes = [h.shape for h in inputs if h is not None]
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {1}
+        if len(dims) > 1:
+            raise GraphError(f"{op.type} {node!r}: input shapes {[list(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _broadcast(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [TensorDesc(op.outputs[0].name, inputs[0].dtype, broadcast_shape(op, node, inputs))]
+
+
+def _compare(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [TensorDesc("y", as_dtype("bool"), broadcast_shape(op, node, inputs))]
+
+
+def _select(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [TensorDesc(op.outputs[0].name, inputs[1].dtype, broadcast_shape(op, node, inputs))]
+
+
+def _each(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [h.desc.renamed(f"{op.outputs[0].name}{k}") for k, h in enumerate(inputs)]
+
+
 OUTPUT_RULES: dict[str, Callable[..., list[TensorDesc]]] = {
+    "broadcast": _broadcast,
+    "compare": _compare,
+    "select": _select,
+    "each": _each,
     "value": _from_value,
     "refs": _from_refs,
     "same": _same,

@@ -1,12 +1,25 @@
-"""What a TF graph captures: the variables behind its resource inputs and their current values."""
+"""Where a TF graph's variables come from, what they hold, and what they are called in GE.
+
+Naming rule (Graph.variable_name tells it): a TF variable's GE Variable is named like the TF variable without
+":0" ("dense/kernel", "iterations"); when another TF variable already has that GE name in this process, it gets
+"_1", "_2", ... Names are handed out once per process and kept, so two different TF variables never share a GE
+Variable (in one graph, or across the graphs of one Session), and one TF variable lowered twice keeps its name.
+"""
 
 from __future__ import annotations
 
 import gc
+import threading
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from graph_ir.errors import LoweringError
+
+_NAMES: dict[Any, str] = {}  # variable key -> GE name
+_TAKEN: set[str] = set()
+_LOCK = threading.Lock()
 
 
 def attr_value(node_def, name: str):
@@ -14,24 +27,22 @@ def attr_value(node_def, name: str):
     return getattr(value, value.WhichOneof("value"))
 
 
-def graph_variables(graph_def) -> dict[str, Any]:
-    """VarHandleOp / VariableV2 nodes with a constant initializer (AssignVariableOp / Assign of a Const)."""
-    nodes = {n.name: n for n in graph_def.node}
-    out = {}
-    for node in graph_def.node:
-        if node.op not in ("AssignVariableOp", "Assign"):
-            continue
-        target, value = (t.partition(":")[0] for t in node.input[:2])
-        source = nodes.get(value)
-        while source is not None and source.op == "Identity":
-            source = nodes.get(source.input[0].partition(":")[0])
-        if nodes.get(target) is not None and nodes[target].op in ("VarHandleOp", "VariableV2") and \
-                source is not None and source.op == "Const":
-            var = nodes[target]
-            name = attr_value(var, "shared_name").decode() if var.op == "VarHandleOp" and \
-                attr_value(var, "shared_name") else var.name
-            out[target] = (name, np.ascontiguousarray(tf.make_ndarray(source.attr["value"].tensor)))
-    return out
+def ge_name(key: Any, tf_name: str) -> str:
+    """The GE Variable name of the variable `key` (see the module docstring)."""
+    base = tf_name.split(":")[0].replace(":", "_") or "Variable"
+    with _LOCK:
+        if key not in _NAMES:
+            name, k = base, 0
+            while name in _TAKEN:
+                k += 1
+                name = f"{base}_{k}"
+            _NAMES[key] = name
+            _TAKEN.add(name)
+        return _NAMES[key]
+
+
+def variable_key(var: tf.Variable) -> Any:
+    return ("eager", getattr(var, "_unique_id", None) or id(var))
 
 
 def variable_owning(handle) -> tf.Variable | None:
@@ -49,3 +60,66 @@ def variable_owning(handle) -> tf.Variable | None:
     return None
 
 
+def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any]], set[str]]:
+    """The captured variables of a traced function: {placeholder name: (GE name, current value, tf.Variable)}, and
+    the names of all capture placeholders."""
+    by_handle = {id(v.handle): v for v in func_graph.variables}
+    variables, captured = {}, set()
+    for external, internal in func_graph.captures:
+        captured.add(internal.op.name)
+        var = by_handle.get(id(external))
+        if var is None:
+            var = variable_owning(external)
+        if var is not None:
+            value = np.array(var.numpy(), copy=True)
+            variables[internal.op.name] = (ge_name(variable_key(var), var.name), value, var)
+        elif internal.dtype == tf.resource:
+            raise LoweringError(f"captured resource {internal.op.name!r} is not a tf.Variable of the function")
+    return variables, captured
+
+
+def graph_variables(graph, graph_def, closure: set[str], session) -> dict[str, tuple[str, np.ndarray, Any]]:
+    """The variables a tf.Graph's fetches use: {VarHandleOp/VariableV2 name: (GE name, value, variable or None)}.
+
+    Values come from `session` when given; otherwise from the variable's own initializer when that is a constant;
+    otherwise a LoweringError. Never from another Assign of the graph."""
+    nodes = {n.name: n for n in graph_def.node}
+    objects = {}
+    if graph is not None:
+        for var in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES) + \
+                graph.get_collection(tf.compat.v1.GraphKeys.LOCAL_VARIABLES):
+            objects[var.op.name] = var
+    out = {}
+    for name in sorted(closure):
+        node = nodes[name]
+        if node.op not in ("VarHandleOp", "VariableV2"):
+            continue
+        var = objects.get(name)
+        shared = attr_value(node, "shared_name").decode() if node.op == "VarHandleOp" else ""
+        key = ("graph", id(graph if graph is not None else graph_def), shared or name)
+        if session is not None:
+            if var is None:
+                raise LoweringError(f"{node.op} {name!r}: the graph has no variable object for it, so the session "
+                                    "cannot be asked for its value; pass the tf.Graph (not a GraphDef)")
+            value = session.run(var._graph_element if hasattr(var, "_graph_element") else var)
+        else:
+            value = _initial_value(nodes, name, var)
+        out[name] = (ge_name(key, shared or name), np.array(value, copy=True), var)
+    return out
+
+
+def _initial_value(nodes: dict, name: str, var) -> np.ndarray:
+    """The constant the variable's own initializer assigns (its `initializer` op, or TF's "<name>/Assign")."""
+    init_name = var.initializer.name if var is not None else f"{name}/Assign"
+    init = nodes.get(init_name)
+    if init is None or init.op not in ("AssignVariableOp", "Assign"):
+        raise LoweringError(f"variable {name!r}: no initializer {init_name!r} in the graph; pass session= (a "
+                            "tf.compat.v1.Session holding the variables) to lower with their current values")
+    source = nodes.get(init.input[1].partition(":")[0])
+    while source is not None and source.op == "Identity":
+        source = nodes.get(source.input[0].partition(":")[0])
+    if source is None or source.op != "Const":
+        raise LoweringError(f"variable {name!r}: its initializer {init_name!r} is not a constant (it comes from "
+                            f"{source.op if source is not None else 'nothing'}); pass session= (a "
+                            "tf.compat.v1.Session holding the variables) to lower with their current values")
+    return tf.make_ndarray(source.attr["value"].tensor)

@@ -1,4 +1,9 @@
-"""The lowerer: walks a TF GraphDef from the updates and the outputs and adds the GE nodes (graph_ir/lowering)."""
+"""The lowerer: walks a TF GraphDef from what must run (the outputs and every stateful op) and adds the GE nodes.
+
+Every stateful TF op it reaches is lowered (a GE Assign / AssignAdd / AssignSub or optimizer op on the Variable) or
+raises a LoweringError that names it; nothing is dropped. Control edges are kept (NoOps pass theirs through), so
+reads happen before the writes they precede in TensorFlow.
+"""
 
 from __future__ import annotations
 
@@ -6,145 +11,164 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
 
 from graph_ir.dtypes import from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.capture import attr_value
-from graph_ir.lowering.table import LOWERINGS, PLUMBING, OpLowering
-from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.lowering.table import ASSIGNS, ELEMENTWISE, IDENTITIES, INPUTS, LOWERINGS, OpLowering, lowered_types
+from graph_ir.nodes import Handle, Node, TensorDesc
+
+
+def parse_tensor(tensor: str) -> tuple[str, int]:
+    name, _, index = tensor.lstrip("^").partition(":")
+    return name, int(index or 0)
+
+
+def is_stateful(op_type: str) -> bool:
+    op_def = op_def_registry.get(op_type)
+    return op_def is None or op_def.is_stateful
 
 
 class Lowerer:
-    def __init__(self, graph_def, name: str, arg_placeholders: list[str], variables: dict[str, Any],
-                 outputs: list[str]):
+    """One lowering. `variables` maps the TF nodes that stand for variables (resource placeholders, VarHandleOp,
+    VariableV2) to (GE name, value, TF variable object or None); `args` are the Placeholders fed by position."""
+
+    def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
+                 outputs: list[str], must_run: list[str]):
         self.nodes = {n.name: n for n in graph_def.node}
         self.graph = Graph(name)
-        self.arg_placeholders = arg_placeholders  # placeholder op names, by argument position
-        self.variables = variables  # placeholder / VarHandleOp name -> (variable name, value)
-        self.outputs = outputs  # TF tensor names
-        self.lowered: dict[str, Any] = {}  # TF node name -> GE node (None for a NoOp or an initializer)
-        self.controls: dict[str, list] = {}  # TF NoOp name -> the GE nodes its control edges stand for
-        self.updates: list = []
-        self.scalar_sources = self._scalar_sources()
+        self.args, self.variables, self.outputs, self.must_run = args, variables, outputs, must_run
+        self.lowered: dict[str, Node | None] = {}
+        self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
+        self.stateful: list[Node] = []
+        self.scalar_only = self._scalar_only_sources()
 
-    # -- helpers --------------------------------------------------------------------------------------------------
-
-    def _source(self, tensor: str) -> tuple[str, int]:
-        name, _, index = tensor.lstrip("^").partition(":")
-        return name, int(index or 0)
+    # -- inputs of a node -----------------------------------------------------------------------------------------
 
     def _through_identities(self, name: str) -> str:
-        while self.nodes[name].op == "Identity":
-            name = self._source(self.nodes[name].input[0])[0]
+        while self.nodes[name].op in IDENTITIES and self.nodes[name].op != "ReadVariableOp":
+            name = parse_tensor(self.nodes[name].input[0])[0]
         return name
 
-    def _scalar_sources(self) -> set[str]:
-        """TF nodes whose rank-0 output feeds a scalar input of a lowered op: lowered with shape [1]."""
-        out = set()
+    def _scalar_only_sources(self) -> set[str]:
+        """Consts and Placeholders read only by the scalar inputs of optimizer ops: they take shape [1] (the scalar
+        policy of CANN's samples). Other rank-0 tensors reach those inputs through a Reshape to [1]."""
+        scalar_uses, other_uses = set(), set()
         for node in self.nodes.values():
             lowering = LOWERINGS.get(node.op)
-            if lowering is None:
-                continue
-            for tf_name, tensor in zip(lowering.tf_inputs, node.input):
-                if tf_name in lowering.scalar_inputs:
-                    out.add(self._through_identities(self._source(tensor)[0]))
-        return out
-
-    def _constant(self, tf_name: str, what: str, consumer) -> np.ndarray:
-        src = self._through_identities(self._source(tf_name)[0])
-        node = self.nodes[src]
-        if node.op != "Const":
-            raise LoweringError(
-                f"{consumer.op} {consumer.name!r}: {what} becomes an attribute of GE "
-                f"{LOWERINGS[consumer.op].ge_type}, so it must be a constant, but it comes from {node.op} node "
-                f"{node.name!r}. Pass a Python float or a tf.constant (a schedule cannot be lowered).")
-        return tf.make_ndarray(node.attr["value"].tensor)
+            for k, tensor in enumerate(t for t in node.input if not t.startswith("^")):
+                source = parse_tensor(tensor)[0]
+                is_scalar = lowering is not None and k < len(lowering.tf_inputs) and \
+                    lowering.tf_inputs[k] in lowering.scalar_inputs
+                (scalar_uses if is_scalar else other_uses).add(source)
+        return scalar_uses - other_uses
 
     def handle(self, tensor: str) -> Handle:
-        name, index = self._source(tensor)
-        node = self.lower(name)
+        name, index = parse_tensor(tensor)
+        node = self.lowered.get(name)
         if node is None or index >= len(node.output_descs):
             raise LoweringError(f"tensor {tensor!r} has no GE counterpart (node {name!r}, {self.nodes[name].op})")
         return node.output(index)
 
-    def control(self, tensor: str) -> list:
-        name = self._source(tensor)[0]
-        node = self.lower(name)
-        if node is None:
-            return self.controls.get(name, [])
-        return [node]
+    def _controls(self, node_def) -> list[Node]:
+        out = []
+        for tensor in node_def.input:
+            if tensor.startswith("^"):
+                name = parse_tensor(tensor)[0]
+                lowered = self.lowered.get(name)
+                out.extend([lowered] if lowered is not None else self.passthrough.get(name, []))
+        return out
 
-    # -- lowering -------------------------------------------------------------------------------------------------
+    # -- the walk -------------------------------------------------------------------------------------------------
 
-    def lower(self, name: str):
-        if name in self.lowered:
-            return self.lowered[name]
-        if name not in self.nodes:
-            raise LoweringError(f"an input refers to node {name!r}, which the graph does not have")
-        node = self.nodes[name]
-        self.lowered[name] = None  # a cycle would recurse forever; TF graphs here are acyclic
-        data_inputs = [t for t in node.input if not t.startswith("^")]
-        controls = [c for t in node.input if t.startswith("^") for c in self.control(t)]
-        lowering = LOWERINGS.get(node.op)
-        if lowering is not None:
-            ge_node = self._lower_update(node, lowering, data_inputs, controls)
-        elif node.op == "NoOp":
-            self.controls[name] = controls
-            return None
-        elif node.op in ("Placeholder", "VarHandleOp", "VariableV2"):
-            ge_node = self._lower_input(node)
-        elif node.op == "Const":
-            value = tf.make_ndarray(node.attr["value"].tensor)
-            if value.shape == () and name in self.scalar_sources:
-                value = value.reshape(1)
-            ge_node = self.graph.add_node("Const", (), {"value": np.ascontiguousarray(value)}, name=name)
-        elif node.op in ("Identity", "ReadVariableOp"):
-            ge_node = self.graph.add_node("Identity", [self.handle(data_inputs[0])], name=name,
-                                          control_inputs=controls)
-        elif node.op == "Cast":
-            ge_node = self.graph.add_node("Cast", [self.handle(data_inputs[0])],
-                                          {"dst_type": from_tf(attr_value(node, "DstT"))}, name=name,
-                                          control_inputs=controls)
-        elif node.op in ("AssignVariableOp", "Assign") and self._is_initializer(node):
-            return None
-        else:
-            raise LoweringError(
-                f"cannot lower TF op {node.op} (node {name!r}) to GE IR: the lowering covers "
-                f"{', '.join(sorted(LOWERINGS))} and the plumbing {', '.join(PLUMBING)}")
-        self.lowered[name] = ge_node
-        return ge_node
+    def run(self) -> Graph:
+        roots = [parse_tensor(t)[0] for t in self.outputs] + self.must_run
+        for root in roots:
+            self._lower_from(root)
+        outputs = [self.handle(t) for t in self.outputs]
+        if not self.stateful and not outputs:
+            raise LoweringError("the TF graph runs no update and returns nothing: there is nothing to lower")
+        self.graph.set_outputs(outputs, control_inputs=self.stateful)
+        return self.graph
 
-    def _lower_update(self, node, lowering: OpLowering, data_inputs: list[str], controls: list):
-        if len(data_inputs) != len(lowering.tf_inputs):
-            raise LoweringError(f"{node.op} {node.name!r}: {len(data_inputs)} inputs, expected "
-                                f"{len(lowering.tf_inputs)}")
-        by_name = dict(zip(lowering.tf_inputs, data_inputs))
-        attrs = {a: attr_value(node, a) for a in lowering.tf_attrs if a in node.attr}
-        for a in lowering.attr_inputs:
-            value = self._constant(by_name[a], a, node)
-            if value.size != 1:
-                raise LoweringError(f"{node.op} {node.name!r}: {a} must be a scalar, got shape {list(value.shape)}")
-            attrs[a] = float(value.reshape(()))
-        inputs = [self.handle(by_name[n]) for n in lowering.ge_inputs]
+    def _lower_from(self, root: str) -> None:
+        """Lowers `root` after everything it depends on (an iterative post-order walk)."""
+        stack, visiting = [(root, False)], set()
+        while stack:
+            name, inputs_done = stack.pop()
+            if name in self.lowered:
+                continue
+            if name not in self.nodes:
+                raise LoweringError(f"an input refers to node {name!r}, which the graph does not have")
+            if inputs_done:
+                self.lowered[name] = self._lower_one(self.nodes[name])
+                visiting.discard(name)
+                continue
+            if name in visiting:
+                raise LoweringError(f"the TF graph has a cycle through node {name!r} ({self.nodes[name].op}): "
+                                    "control flow loops cannot be lowered")
+            visiting.add(name)
+            stack.append((name, True))
+            stack.extend((parse_tensor(t)[0], False) for t in reversed(self.nodes[name].input)
+                         if parse_tensor(t)[0] not in self.lowered)
+
+    def _lower_one(self, node) -> Node | None:
+        data = [t for t in node.input if not t.startswith("^")]
+        controls = self._controls(node)
+        op = node.op
         try:
-            ge_node = self.graph.add_node(lowering.ge_type, inputs, attrs, name=node.name, control_inputs=controls)
+            if op in LOWERINGS:
+                return self._update(node, LOWERINGS[op], data, controls)
+            if op == "NoOp":
+                self.passthrough[node.name] = controls
+                return None
+            if op in INPUTS:
+                return self._input(node)
+            if op == "Const":
+                value = tf.make_ndarray(node.attr["value"].tensor)
+                if value.shape == () and node.name in self.scalar_only:
+                    value = value.reshape(1)
+                return self.graph.add_node("Const", (), {"value": value}, name=node.name,
+                                           control_inputs=controls)
+            if op in IDENTITIES:
+                return self.graph.add_node("Identity", [self.handle(data[0])], name=node.name, control_inputs=controls)
+            if op == "IdentityN":
+                return self.graph.add_node("IdentityN", [self.handle(t) for t in data], name=node.name,
+                                           control_inputs=controls)
+            if op == "Cast":
+                return self.graph.add_node("Cast", [self.handle(data[0])], {"dst_type": from_tf(attr_value(node, "DstT"))},
+                                           name=node.name, control_inputs=controls)
+            if op in ELEMENTWISE:
+                ge_type, attrs = ELEMENTWISE[op]
+                return self.graph.add_node(ge_type, [self.handle(t) for t in data], dict(attrs), name=node.name,
+                                           control_inputs=controls)
+            if op in ASSIGNS:
+                return self._assign(node, data, controls)
         except GraphError as e:
-            raise LoweringError(f"lowering {node.op} {node.name!r}: {e}") from None
-        self.updates.append(ge_node)
-        return ge_node
+            if isinstance(e, LoweringError):
+                raise
+            raise LoweringError(f"lowering TF {op} {node.name!r}: {e}") from None
+        kind = "stateful " if is_stateful(op) else ""
+        raise LoweringError(f"cannot lower {kind}TF op {op} (node {node.name!r}) to GE IR; the lowering covers "
+                            f"{', '.join(lowered_types())}")
 
-    def _lower_input(self, node):
+    # -- the kinds of node ----------------------------------------------------------------------------------------
+
+    def _input(self, node) -> Node:
         if node.name in self.variables:
-            var_name, value = self.variables[node.name]
-            name = self.graph.unique_name(var_name)
-            return self.graph.add_node("Variable", (), {"value": value, "shared_name": name}, name=name,
-                                       exact_name=True)
+            ge_name, value, var = self.variables[node.name]
+            if ge_name in self.graph.nodes:
+                raise LoweringError(f"two TF nodes stand for the GE Variable {ge_name!r}")
+            ge_node = self.graph.add_node("Variable", (), {"value": value, "shared_name": ge_name}, name=ge_name,
+                                          exact_name=True)
+            if var is not None:
+                self.graph._variable_names[id(var)] = ge_name
+            return ge_node
         if node.op != "Placeholder":
-            raise LoweringError(
-                f"{node.op} {node.name!r}: the variable has no constant initializer in the graph, so its value is "
-                "unknown; lower the tf.function (or its ConcreteFunction) to take the variable's current value")
-        if node.name not in self.arg_placeholders:
+            raise LoweringError(f"{node.op} {node.name!r}: the lowering has no value for this variable")
+        if node.name not in self.args:
             raise LoweringError(f"Placeholder {node.name!r} is neither a function argument nor a captured variable")
         dtype = from_tf(attr_value(node, "dtype"))
         shape_proto = node.attr["shape"].shape
@@ -152,25 +176,75 @@ class Lowerer:
             raise LoweringError(f"argument {node.name!r} has an unknown shape; trace the function with a full "
                                 "tf.TensorSpec (GE Data nodes need static shapes)")
         shape = tuple(d.size for d in shape_proto.dim)
-        if shape == () and node.name in self.scalar_sources:
+        if shape == () and node.name in self.scalar_only:
             shape = (1,)
-        index = self.arg_placeholders.index(node.name)
-        return self.graph.add_node("Data", (), {"index": index}, name=node.name,
+        return self.graph.add_node("Data", (), {"index": self.args.index(node.name)}, name=node.name,
                                    output_descs=[TensorDesc("y", dtype, shape)])
 
-    def _is_initializer(self, node) -> bool:
-        """An AssignVariableOp / Assign of a constant to a graph variable: its initializer, used as its value."""
-        target = self._source(node.input[0])[0]
-        return target in self.variables
+    def _assign(self, node, data: list[str], controls: list[Node]) -> Node:
+        target = self.lowered.get(parse_tensor(data[0])[0])
+        if target is None or target.type != "Variable":
+            raise LoweringError(f"{node.op} {node.name!r} writes {data[0]!r}, which is not a lowered variable")
+        ge_node = self.graph.add_node(ASSIGNS[node.op], [target.output(0), self.handle(data[1])], name=node.name,
+                                      control_inputs=controls)
+        self.stateful.append(ge_node)
+        return ge_node
 
-    def run(self) -> Graph:
-        for name in self.nodes:
-            if self.nodes[name].op in LOWERINGS:
-                self.lower(name)
-        outputs = [self.handle(t) for t in self.outputs]
-        if not self.updates and not outputs:
-            raise LoweringError("the TF graph has no PowerSign or FusedEmaAdam update and no outputs to lower")
-        self.graph.set_outputs(outputs, control_inputs=self.updates)
-        return self.graph
+    def _scalar(self, tensor: str) -> Handle:
+        """A handle of shape [] or [1] for a GE scalar input: rank 0 becomes [1] (a Reshape when the source is
+        computed in the graph)."""
+        h = self.handle(tensor)
+        if h.shape != ():
+            return h
+        shape = self.graph.add_node("Const", (), {"value": np.array([1], np.int64)},
+                                    name=f"{h.node.name}/shape_one")
+        return self.graph.add_node("Reshape", [h, shape.output(0)], name=f"{h.node.name}/as_shape_one").output(0)
 
+    def _update(self, node, lowering: OpLowering, data: list[str], controls: list[Node]) -> Node:
+        if len(data) != len(lowering.tf_inputs):
+            raise LoweringError(f"{node.op} {node.name!r}: {len(data)} inputs, expected {len(lowering.tf_inputs)}")
+        by_name = dict(zip(lowering.tf_inputs, data))
+        attrs = {a: attr_value(node, a) for a in lowering.tf_attrs if a in node.attr}
+        for a in lowering.attr_inputs:
+            value = self._constant(by_name[a], a, node)
+            if value.size != 1:
+                raise LoweringError(f"{node.op} {node.name!r}: {a} must be a scalar, got shape {list(value.shape)}")
+            attrs[a] = float(value.reshape(()))
+        inputs = [self._scalar(by_name[n]) if n in lowering.scalar_inputs else self.handle(by_name[n])
+                  for n in lowering.ge_inputs]
+        ge_node = self.graph.add_node(lowering.ge_type, inputs, attrs, name=node.name, control_inputs=controls)
+        self.stateful.append(ge_node)
+        return ge_node
 
+    def _constant(self, tensor: str, what: str, consumer) -> np.ndarray:
+        """The value of a TF input that becomes a GE attribute: a Const, or the current value of a variable that the
+        step does not write, through Identity, ReadVariableOp and Cast. Anything computed is refused."""
+        name = parse_tensor(tensor)[0]
+        casts = []
+        while True:
+            node = self.nodes[name]
+            if node.op == "Cast":
+                casts.append(from_tf(attr_value(node, "DstT")).numpy)
+            elif node.op not in IDENTITIES:
+                break
+            name = parse_tensor(node.input[0])[0]
+        if node.op == "Const":
+            value = tf.make_ndarray(node.attr["value"].tensor)
+        elif name in self.variables and not self._written(name):
+            value = self.variables[name][1]
+        else:
+            raise LoweringError(
+                f"{consumer.op} {consumer.name!r}: {what} becomes an attribute of GE {LOWERINGS[consumer.op].ge_type}, "
+                f"so it must be known when lowering, but it comes from {node.op} node {node.name!r} (a function "
+                "argument, a value computed in the step such as a learning-rate schedule, or a variable the step "
+                "changes). Use a constant learning rate, and lower the step again whenever you change it.")
+        for dtype in reversed(casts):
+            value = np.asarray(value).astype(dtype)
+        return np.asarray(value)
+
+    def _written(self, variable_node: str) -> bool:
+        for node in self.nodes.values():
+            if (node.op in ASSIGNS or node.op in LOWERINGS) and node.input and \
+                    parse_tensor(node.input[0])[0] == variable_node:
+                return True
+        return False

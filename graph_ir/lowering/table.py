@@ -1,6 +1,16 @@
-"""The lowering table: TF op types -> GE ops, declaratively (the GE type, the TF inputs in GE IR order, which TF
-inputs become GE attributes, the TF attributes kept), built from op_spec so that it agrees with the TF
-registrations and the GE prototypes."""
+"""The lowering table: TF op types -> GE ops, declaratively, as Ascend's TF adapter maps them (hicann/tensorflow
+tf_adapter and the ops-math TF plugins; ../shared/research/ge_standard_ops.md §8, §10).
+
+- The optimizer ops (stock ApplyPowerSign / ResourceApplyPowerSign and our four) are built from op_spec: the GE
+  type, the TF inputs in GE IR order, which TF inputs become GE attributes (FusedEmaAdam's lr) and the TF
+  attributes kept.
+- Elementwise math maps onto the GE op of the same name (inputs by position); Exp and Log get CANN's
+  base/scale/shift attributes.
+- Resource-variable assigns become the GE ref ops on the Variable: AssignVariableOp -> Assign, AssignAdd... ->
+  AssignAdd, AssignSub... -> AssignSub (TF1 ref Assign/AssignAdd/AssignSub alike).
+- ReadVariableOp, Identity, StopGradient and Snapshot become Identity (a snapshot); NoOp disappears and its control
+  edges pass through.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +47,7 @@ def _from_signature(sig: op_spec.OpSignature) -> OpLowering:
 _POWER_SIGN = _from_signature(op_spec.POWER_SIGN)
 _FUSED_EMA_ADAM = _from_signature(op_spec.FUSED_EMA_ADAM)
 
-# TF op type -> GE op. Stock ApplyPowerSign / ResourceApplyPowerSign have the same inputs as ours.
+# TF op type -> GE optimizer op. Stock ApplyPowerSign / ResourceApplyPowerSign have the same inputs as ours.
 LOWERINGS: dict[str, OpLowering] = {
     "ApplyPowerSign": _POWER_SIGN,
     "ResourceApplyPowerSign": _POWER_SIGN,
@@ -46,7 +56,25 @@ LOWERINGS: dict[str, OpLowering] = {
     op_spec.FUSED_EMA_ADAM.ref_op: _FUSED_EMA_ADAM,
     op_spec.FUSED_EMA_ADAM.resource_op: _FUSED_EMA_ADAM,
 }
-PLUMBING = ("Placeholder", "Const", "Identity", "ReadVariableOp", "NoOp", "Cast", "VarHandleOp", "VariableV2",
-            "AssignVariableOp", "Assign")
+
+_EXP_LOG = {"base": -1.0, "scale": 1.0, "shift": 0.0}
+
+# TF op type -> (GE op type, the GE attributes it gets). Inputs map by position.
+ELEMENTWISE: dict[str, tuple[str, dict]] = {
+    **{t: (t, {}) for t in ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod",
+                            "FloorDiv", "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor",
+                            "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select",
+                            "SelectV2")},
+    "Exp": ("Exp", _EXP_LOG),
+    "Log": ("Log", _EXP_LOG),
+}
+IDENTITIES = ("Identity", "ReadVariableOp", "StopGradient", "Snapshot")
+ASSIGNS = {"AssignVariableOp": "Assign", "AssignAddVariableOp": "AssignAdd", "AssignSubVariableOp": "AssignSub",
+           "Assign": "Assign", "AssignAdd": "AssignAdd", "AssignSub": "AssignSub"}
+INPUTS = ("Placeholder", "VarHandleOp", "VariableV2")
+PLUMBING = ("Const", "Cast", "IdentityN", "NoOp", *IDENTITIES, *INPUTS)
 
 
+def lowered_types() -> list[str]:
+    """Every TF op type the lowering knows."""
+    return sorted({*LOWERINGS, *ELEMENTWISE, *ASSIGNS, *PLUMBING})

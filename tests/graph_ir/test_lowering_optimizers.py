@@ -1,0 +1,81 @@
+"""Complete optimizer steps lowered to GE and run K steps in graph_ir.Session against K steps in TensorFlow: the
+Keras and TF1 optimizers of this package with float learning rates, Keras schedules and every sign decay, read
+back from .air and .pbtxt files. Every variable, slot and counter is compared."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_ir
+from op_spec.reference import random_tensor
+from tests.helpers.lowering import captured, run_side_by_side
+from tf_plugin import sign_decay
+from tf_plugin.optimizers import FusedEmaAdam, PowerSign
+
+SHAPES = ((5, 3), (7,))
+# Standard ops run in NumPy, TF's in Eigen: exp, cos and pow can round differently by an ulp, and the difference
+# carries through the K steps. The optimizer kernels themselves are the same code (bitwise).
+RTOL = 2e-6
+
+KERAS = {
+    "powersign": lambda: PowerSign(0.05),
+    "powersign-linear": lambda: PowerSign(0.05, sign_decay="linear", decay_steps=6),
+    "powersign-cosine": lambda: PowerSign(0.05, sign_decay="cosine", decay_steps=6),
+    "powersign-restart": lambda: PowerSign(0.05, sign_decay="restart", decay_steps=3),
+    "powersign-cosine-zero-after": lambda: PowerSign(0.05, sign_decay=sign_decay.get_cosine_decay_fn(6, 1, 0.4)),
+    "powersign-exponential-decay": lambda: PowerSign(keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)),
+    "powersign-staircase-cosine": lambda: PowerSign(
+        keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5, staircase=True), sign_decay="cosine",
+        decay_steps=5),
+    "powersign-piecewise": lambda: PowerSign(keras.optimizers.schedules.CosineDecay(0.1, 10)),
+    "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
+    "fused_ema_adam-l2": lambda: FusedEmaAdam(0.01, weight_decay=0.01, mode="l2", bias_correction=False),
+}
+
+
+def _keras_step(make):
+    rng = np.random.default_rng(31)
+    variables = [keras.Variable(random_tensor(rng, s, "float32")) for s in SHAPES]
+    optimizer = make()
+    optimizer.build(variables)
+
+    @tf.function
+    def step(*grads):
+        optimizer.apply_gradients(zip(grads, variables))
+
+    specs = [tf.TensorSpec(s, tf.float32) for s in SHAPES]
+    return step, specs, variables, optimizer
+
+
+def _grads(k: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(100 + k)
+    return [random_tensor(rng, s, "float32") for s in SHAPES]
+
+
+@pytest.mark.parametrize("name", list(KERAS))
+def test_keras_optimizer_step(name, tmp_path):
+    step, specs, variables, optimizer = _keras_step(KERAS[name])
+    graph = graph_ir.from_tensorflow(step, *specs)
+    compared = captured(graph, [*variables, *optimizer.variables])
+    graph.variable_name(optimizer.iterations)  # the counter is lowered too (an Assign of iterations + 1)
+    differences = run_side_by_side(graph, step, _grads, compared, str(tmp_path))
+    assert max(differences.values()) <= RTOL, differences
+
+
+def test_fused_ema_adam_with_a_schedule_is_refused_with_the_fix():
+    step, specs, _, _ = _keras_step(lambda: FusedEmaAdam(keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)))
+    with pytest.raises(graph_ir.LoweringError, match="lr becomes an attribute of GE ApplyFusedEmaAdam.*Use a "
+                                                     "constant learning rate"):
+        graph_ir.from_tensorflow(step, *specs)
+
+
+def test_fused_ema_adam_float_lr_becomes_the_attribute():
+    step, specs, _, optimizer = _keras_step(lambda: FusedEmaAdam(0.02))
+    graph = graph_ir.from_tensorflow(step, *specs)
+    assert [n.attrs["lr"] for n in graph.nodes_of_type("ApplyFusedEmaAdam")] == [pytest.approx(0.02)] * 2
+    optimizer.learning_rate = 0.005  # a new learning rate: lower again
+    again = graph_ir.from_tensorflow(step.get_concrete_function(*specs))
+    assert [n.attrs["lr"] for n in again.nodes_of_type("ApplyFusedEmaAdam")] == [pytest.approx(0.005)] * 2
