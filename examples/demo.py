@@ -3,7 +3,8 @@
 The data set is scikit-learn's bundled copy of the UCI handwritten digits (1,797 8x8 images, 10 classes), so the
 demo runs offline. Every optimizer starts from the same weights and sees the same batches. The table shows final
 loss, test accuracy, step time, and for the optimizers that keep an EMA of the weights, the EMA weights' accuracy
-beside the raw weights'. The loss curves go to a PNG.
+beside the raw weights'. The loss curves go to a PNG. Last, each of our optimizers' trained step is lowered to GE
+IR, saved as .air, and run in graph_ir.Session beside TensorFlow (examples/demo_ge.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import tf_plugin  # noqa: F401  (loads the op library)
+from demo_ge import lower_and_run, print_ge_table
 from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
 matplotlib.use("Agg")
@@ -104,6 +106,8 @@ def train(name: str, data, epochs: int, batch_size: int) -> dict:
         "step_ms": 1e3 * float(np.median(timer.times)),
         "raw_acc": raw.accuracy,
         "ema_acc": None,
+        "model": model,
+        "optimizer": optimizer,
     }
     if isinstance(optimizer, FusedEmaAdam):  # our EMA slot: swap it in, evaluate, swap back
         optimizer.swap_ema_weights(model.trainable_variables)
@@ -145,6 +149,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--plot", default="demo_loss_curves.png")
+    parser.add_argument("--ge-dir", default="demo_ge", help="where the lowered .air files go")
     args = parser.parse_args()
     tf.get_logger().setLevel("ERROR")  # each optimizer's fresh model retraces predict; that warning is expected
     data = load_data()
@@ -153,6 +158,10 @@ def main() -> None:
     results = [train(name, data, args.epochs, args.batch_size) for name in OPTIMIZERS]
     print_table(results)
     plot(results, args.plot)
+    x_train, _, y_train, _ = data
+    ge_rows = [lower_and_run(r["name"], r["model"], r["optimizer"], x_train, y_train, args.ge_dir)
+               for r in results if isinstance(r["optimizer"], (PowerSign, FusedEmaAdam))]
+    print_ge_table(ge_rows)
 
 
 if __name__ == "__main__":

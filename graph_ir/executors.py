@@ -93,6 +93,8 @@ EXECUTORS: dict[str, Executor] = {
     "AssignAdd": _assign(lambda ref, value: np.add(ref, value, out=ref)),
     "AssignSub": _assign(lambda ref, value: np.subtract(ref, value, out=ref)),
     "IdentityN": lambda node, args: list(args),
+    "Fill": lambda node, args: [np.full(node.output_descs[0].shape, args[1].reshape(()),
+                                        node.output_descs[0].dtype.numpy)],
     "InplaceApplyPowerSign": _power_sign,
     "ApplyFusedEmaAdam": _fused_ema_adam,
     "Identity": _identity,

@@ -28,7 +28,9 @@ ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 #   "compare"     bool, the inputs' shapes broadcast
 #   "select"      the dtype of the value inputs, the three inputs' shapes broadcast (Select, SelectV2)
 #   "each"        one output per input, with its desc (IdentityN)
-OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each")
+#   "fill"        the dtype of `value` with the shape in the Const `dims` input (Fill)
+OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each",
+                "fill")
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,8 @@ for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var
                                                             if _type == "Assign" else ()),
                   same_dtype=(_port, "value"), same_shape=(_port, "value"),
                   doc=f"{_port} {'=' if _type == 'Assign' else '+=' if _type == 'AssignAdd' else '-='} value, in place."))
+register(IrOp("Fill", (IrInput("dims", ("int32", "int64")), IrInput("value", ALL_DTYPES, scalar=True)),
+              (IrOutput("y", ALL_DTYPES),), outputs_from="fill", doc="y = value everywhere, of shape dims."))
 register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", ALL_DTYPES, dynamic=True),),
               outputs_from="each", doc="y_k = x_k (snapshots)."))
 

@@ -152,15 +152,23 @@ def _cast(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", dst, inputs[0].shape)]
 
 
-def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    shape_node = inputs[1].node
-    if shape_node.type != "Const":
-        raise GraphError(f"Reshape {node!r}: input 'shape' must come from a Const, got {shape_node.type}")
-    value = np.asarray(shape_node.attrs["value"])
+def _const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
+    """The dims held by the Const feeding `what` (Reshape's shape, Fill's dims)."""
+    if handle.node.type != "Const":
+        raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const, got {handle.node.type}")
+    value = np.asarray(handle.node.attrs["value"])
     if value.ndim > 1 or value.size > 64:
-        raise GraphError(f"Reshape {node!r}: input 'shape' must be a list of at most 64 dims, got shape "
+        raise GraphError(f"{op.type} {node!r}: input {what!r} must be a list of at most 64 dims, got shape "
                          f"{list(value.shape)}")
-    shape = [int(d) for d in value.reshape(-1)]
+    return [int(d) for d in value.reshape(-1)]
+
+
+def _fill(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [TensorDesc("y", inputs[1].dtype, check_shape(node, "dims", _const_dims(op, node, inputs[0], "dims")))]
+
+
+def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    shape = _const_dims(op, node, inputs[1], "shape")
     x = inputs[0]
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise GraphError(f"Reshape {node!r}: shape {shape} may hold one -1 and otherwise dims >= 0")
@@ -211,6 +219,7 @@ OUTPUT_RULES: dict[str, Callable[..., list[TensorDesc]]] = {
     "compare": _compare,
     "select": _select,
     "each": _each,
+    "fill": _fill,
     "value": _from_value,
     "refs": _from_refs,
     "same": _same,

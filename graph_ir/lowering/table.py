@@ -64,7 +64,7 @@ ELEMENTWISE: dict[str, tuple[str, dict]] = {
     **{t: (t, {}) for t in ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod",
                             "FloorDiv", "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor",
                             "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select",
-                            "SelectV2")},
+                            "SelectV2", "Fill")},
     "Exp": ("Exp", _EXP_LOG),
     "Log": ("Log", _EXP_LOG),
 }

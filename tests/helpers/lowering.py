@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 import graph_ir
 
@@ -43,7 +42,7 @@ def run_side_by_side(graph: graph_ir.Graph, tf_step: Callable, feeds: Callable[[
         args = feeds(k)
         for session in sessions:
             session.run_graph(0, args)
-        tf_step(*(tf.constant(a) for a in args))
+        tf_step(*args)
     names = [graph.variable_name(v) for v in variables]
     differences = {}
     for session in sessions:
