@@ -30,7 +30,7 @@ KERAS = {
     "powersign-staircase-cosine": lambda: PowerSign(
         keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5, staircase=True), sign_decay="cosine",
         decay_steps=5),
-    "powersign-piecewise": lambda: PowerSign(keras.optimizers.schedules.CosineDecay(0.1, 10)),
+    "powersign-cosine-decay-lr": lambda: PowerSign(keras.optimizers.schedules.CosineDecay(0.1, 10)),
     "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
     "fused_ema_adam-l2": lambda: FusedEmaAdam(0.01, weight_decay=0.01, mode="l2", bias_correction=False),
 }
