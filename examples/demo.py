@@ -149,7 +149,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--plot", default="demo_loss_curves.png")
-    parser.add_argument("--ge-dir", default="demo_ge", help="where the lowered .air files go")
+    parser.add_argument("--ge-dir", default="demo_air", help="where the lowered .air files go")
     args = parser.parse_args()
     tf.get_logger().setLevel("ERROR")  # each optimizer's fresh model retraces predict; that warning is expected
     data = load_data()
