@@ -19,6 +19,7 @@ device without our kernels (GPU, TPU), the portable implementation of stock TF o
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from typing import Any
@@ -45,14 +46,17 @@ def _device_of(var: Any) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=256)
+def _on_cpu(device: str) -> bool:
+    return tf.DeviceSpec.from_string(device).device_type in (None, "CPU")
+
+
 def path_for(var: Any) -> str:
     """"fused" where our CPU kernel can run; "portable" inside XLA or for a variable on another device."""
-    if portable.in_xla_context():
+    if not tf.executing_eagerly() and portable.in_xla_context():
         return PORTABLE
     device = _device_of(var)
-    if device and tf.DeviceSpec.from_string(device).device_type not in (None, "CPU"):
-        return PORTABLE
-    return FUSED
+    return FUSED if not device or _on_cpu(device) else PORTABLE
 
 
 def _handle(var: Any) -> Any:
@@ -69,9 +73,11 @@ def _handle(var: Any) -> Any:
 
 
 def _as_tensor(value: Any, dtype: tf.DType, name: str, because: str) -> tf.Tensor:
-    """Python numbers and arrays are converted to dtype; a tensor of another dtype is an error naming `name`."""
+    """Python numbers and arrays are converted to dtype; a tensor of another dtype is an error naming `name` and
+    saying `because` (formatted with T = dtype's name)."""
     if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.base_dtype != dtype:
-        raise _invalid(f"{name} has dtype {value.dtype.base_dtype.name}, expected {dtype.name} ({because})")
+        reason = because.format(T=dtype.name)
+        raise _invalid(f"{name} has dtype {value.dtype.base_dtype.name}, expected {dtype.name} ({reason})")
     return tf.convert_to_tensor(value, dtype=dtype, name=name)
 
 
@@ -110,6 +116,10 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     defaults = {a.name: a.default for a in sig.ge.attr_inputs}  # TF inputs that GE makes attributes (lr)
     t_source = "grad" if resource else "var"  # the input that decides T
     op = getattr(_loader.load(), _snake(op_type))
+    # Per non-state input: its name, its fixed dtype (None: T) and why, decided once, not per call.
+    converted = [(i.name, None if i.dtype == "T" else tf.as_dtype(i.dtype),
+                  f"all {sig.name} tensors share T = {{T}}" if i.dtype == "T" else f"{i.name} is a {i.dtype} tensor")
+                 for i in sig.inputs if not i.state]
 
     def wrapper(**kwargs):
         state = {n: kwargs.pop(n) for n in sig.state_inputs}
@@ -117,13 +127,8 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
         dtype = _dtype_of(kwargs[t_source]) if resource else state["var"].dtype.base_dtype
         if dtype.name not in sig.dtypes:
             raise _invalid(f"{t_source} has dtype {dtype.name}; expected one of {', '.join(sig.dtypes)}")
-        for spec in sig.inputs:
-            if spec.state:
-                continue
-            want = dtype if spec.dtype == "T" else tf.as_dtype(spec.dtype)
-            because = (f"all {sig.name} tensors share T = {dtype.name}" if spec.dtype == "T"
-                       else f"{spec.name} is a {spec.dtype} tensor")
-            kwargs[spec.name] = _as_tensor(kwargs[spec.name], want, spec.name, because)
+        for input_name, fixed, because in converted:
+            kwargs[input_name] = _as_tensor(kwargs[input_name], fixed or dtype, input_name, because)
         path = path_for(state["var"])
         if resource:
             state = {n: _handle(v) for n, v in state.items()}
@@ -138,15 +143,18 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
     signature = inspect.Signature(params)
 
+    keyword_defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    required = {p.name for p in params if p.default is inspect.Parameter.empty}
+    known = {p.name for p in params}
+
     def bound(*args, **kwargs):
+        # The signature's checks, by set operations: inspect.Signature.bind costs more than the op itself.
         if args:
             raise TypeError(f"tf_plugin.raw_ops.{public} takes keyword arguments only (as tf.raw_ops does)")
-        try:
-            arguments = signature.bind(**kwargs)
-        except TypeError as e:
-            raise TypeError(f"tf_plugin.raw_ops.{public}{signature}: {e}") from None
-        arguments.apply_defaults()
-        return wrapper(**arguments.arguments)
+        if not required <= kwargs.keys() or not kwargs.keys() <= known:
+            missing, unknown = sorted(required - kwargs.keys()), sorted(kwargs.keys() - known)
+            raise TypeError(f"tf_plugin.raw_ops.{public}{signature}: missing {missing}, unexpected {unknown}")
+        return wrapper(**{**keyword_defaults, **kwargs})
 
     bound.__name__ = bound.__qualname__ = public
     bound.__signature__ = signature
