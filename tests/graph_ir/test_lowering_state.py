@@ -19,8 +19,20 @@ TF1 = {
     "PowerSignOptimizer": lambda: PowerSignOptimizer(0.05),
     "PowerSignOptimizer-linear": lambda: PowerSignOptimizer(0.05, sign_decay_fn=get_linear_decay_fn(6)),
     "PowerSignOptimizer-restart": lambda: PowerSignOptimizer(0.05, sign_decay_fn=get_restart_decay_fn(3, 2, 0.8)),
+    "PowerSignOptimizer-exponential-decay-lr": lambda: PowerSignOptimizer(tf.compat.v1.train.exponential_decay(
+        0.1, tf.compat.v1.train.get_or_create_global_step(), 2, 0.5), sign_decay_fn=get_linear_decay_fn(6)),
     "FusedEmaAdamOptimizer": lambda: FusedEmaAdamOptimizer(0.01, weight_decay=0.01, ema_decay=0.9),
 }
+
+
+def test_tf1_fused_ema_adam_with_a_schedule_is_refused_with_the_fix():
+    with tf.Graph().as_default() as g:
+        var = tf.compat.v1.Variable(np.ones(3, np.float32), use_resource=True)
+        step = tf.compat.v1.train.get_or_create_global_step()
+        lr = tf.compat.v1.train.exponential_decay(0.1, step, 2, 0.5)
+        train = FusedEmaAdamOptimizer(lr).apply_gradients([(tf.ones(3), var)], global_step=step)
+    with pytest.raises(graph_ir.LoweringError, match="lr becomes an attribute of GE ApplyFusedEmaAdam.*constant"):
+        graph_ir.from_tensorflow(g, fetches=[train])
 
 
 @pytest.mark.parametrize("global_step", [True, False], ids=["global_step", "own_counter"])
