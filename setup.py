@@ -158,6 +158,8 @@ setup(
     python_requires=">=3.10",
     install_requires=["numpy", "ml_dtypes", "protobuf"],
     extras_require={**_tensorflow_extras(), "test": ["pytest", "ruff", "hypothesis", "vermin"],
-                    "demo": ["matplotlib", "scikit-learn"], "bench": ["matplotlib"]},
+                    "demo": ["matplotlib", "scikit-learn"],
+                    # torch only for the comparison row of bench/bench_model_step.py; never needed by the package.
+                    "bench": ["matplotlib", "torch==2.13.0"]},
     entry_points={"console_scripts": ["tf_plugin-info = tf_plugin.__main__:main"]},
 )
