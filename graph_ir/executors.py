@@ -48,17 +48,21 @@ def _floor_mod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.mod(x, y)  # the sign of the divisor, as TF's FloorMod (NumPy's mod for floats and ints)
 
 
-def _exp(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+def _scaled(node: Node, x: np.ndarray) -> np.ndarray:
+    """scale * x + shift of GE's Exp and Log (x itself for the defaults 1 and 0, what TF's ops lower to)."""
     a = node.attrs
-    x = args[0] if (a["scale"], a["shift"]) == (1.0, 0.0) else args[0] * a["scale"] + a["shift"]
+    return x if (a["scale"], a["shift"]) == (1.0, 0.0) else x * a["scale"] + a["shift"]
+
+
+def _exp(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    a, x = node.attrs, _scaled(node, args[0])
     with np.errstate(all="ignore"):
         y = np.exp(x) if a["base"] == -1.0 else np.power(np.asarray(a["base"], x.dtype), x)
     return [_at_dtype(node, 0, y)]
 
 
 def _log(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    a = node.attrs
-    x = args[0] if (a["scale"], a["shift"]) == (1.0, 0.0) else args[0] * a["scale"] + a["shift"]
+    a, x = node.attrs, _scaled(node, args[0])
     with np.errstate(all="ignore"):
         y = np.log(x) if a["base"] == -1.0 else np.log(x) / np.log(np.asarray(a["base"], x.dtype))
     return [_at_dtype(node, 0, y)]

@@ -100,7 +100,7 @@ def inplace_apply_power_sign(var, m, lr, logbase, sign_decay, beta, grad) -> Non
 
 
 _FEA = op_spec.FUSED_EMA_ADAM
-_FEA_ATTRS = {a.name: a.default for a in (*_FEA.ge.attr_inputs, *_FEA.attrs) if a.name not in _FEA.ge.tf_only_attrs}
+_FEA_ATTRS = {a.name: a.default for a in _FEA.ge_attrs}
 
 
 def _step_value(op: str, step: Any) -> int:
@@ -136,12 +136,13 @@ def apply_fused_ema_adam(grad, var, m, v, s, step, **attrs) -> None:
                         f"{', '.join(_FEA_ATTRS)}")
     dtype = _check_arrays(op, {"grad": grad, "var": var, "m": m, "v": v, "s": s}, ("var", "m", "v", "s"),
                           _FEA.dtypes)
+    step = _step_value(op, step)
     try:
         values = check_attrs(_FEA, {**_FEA_ATTRS, **attrs})
-        check_input_value(_FEA, "step", _step_value(op, step), values)
+        check_input_value(_FEA, "step", step, values)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{op}: {e}") from None
-    _binding.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), _step_value(op, step), values["lr"],
+    _binding.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), step, values["lr"],
                             values["ema_decay"], values["beta1"], values["beta2"], values["eps"], values["mode"],
                             values["bias_correction"], values["weight_decay"])
 

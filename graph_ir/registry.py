@@ -93,8 +93,7 @@ def _from_signature(sig: op_spec.OpSignature, doc: str) -> IrOp:
         dtypes = ge.dtypes if tf_input.dtype == "T" else (tf_input.dtype,)
         inputs.append(IrInput(name, dtypes, scalar=tf_input.scalar))
     outputs = tuple(IrOutput(i.name, ge.dtypes) for i in inputs if sig.input(i.name).state)
-    attrs = [IrAttr(a.name, a.type, a.default) for a in ge.attr_inputs]
-    attrs += [IrAttr(a.name, a.type, a.default) for a in sig.attrs if a.name not in ge.tf_only_attrs]
+    attrs = [IrAttr(a.name, a.type, a.default) for a in sig.ge_attrs]
     typed = tuple(i.name for i in sig.inputs if i.dtype == "T" and i.name in ge.input_order)
     shaped = tuple(i.name for i in sig.inputs if i.dtype == "T" and not i.scalar and i.name in ge.input_order)
     return IrOp(ge.type, tuple(inputs), outputs, tuple(attrs), same_dtype=typed, same_shape=shaped, doc=doc)

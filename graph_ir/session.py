@@ -41,6 +41,7 @@ _SOURCES = ("Data", "RefData", "Variable", "Const", "NetOutput")
 class _Plan:
     graph: Graph
     order: list[Node]
+    fed: list[Node]  # Data and RefData nodes
     snapshot: set[tuple[str, int]]  # snapshot outputs (Identity, IdentityN) that must copy their source
     drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
     peak_bytes: int
@@ -50,8 +51,9 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
     """The run order, which Identities copy, when values die, and the peak memory of a run (checked against the
     bound)."""
     order = graph.topological_order()
+    fed_nodes = [n for n in order if n.type in ("Data", "RefData")]
     fed: dict[int, str] = {}
-    for node in graph.nodes_of_type("Data") + graph.nodes_of_type("RefData"):
+    for node in fed_nodes:
         other = fed.setdefault(node.attrs["index"], node.name)
         if other != node.name:
             raise GraphError(f"graph {graph.name!r}: nodes {other!r} and {node.name!r} are both fed input "
@@ -112,7 +114,7 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
     if peak > bound:
         raise GraphError(f"graph {graph.name!r}: a run would hold {peak} bytes, above this session's bound of {bound} "
                          f"bytes; pass graph_ir.Session(max_run_bytes=...) to allow more")
-    return _Plan(graph, order, snapshot, drop_after, peak)
+    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak)
 
 
 def _nbytes(graph: Graph, key: tuple[str, int]) -> int:
@@ -162,9 +164,8 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id!r}")
             del self._plans[graph_id]
 
-    def _feeds(self, graph: Graph, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
-        feeds = {}
-        data = graph.nodes_of_type("Data") + graph.nodes_of_type("RefData")
+    def _feeds(self, plan: _Plan, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+        feeds, graph, data = {}, plan.graph, plan.fed
         wanted = max((n.attrs["index"] for n in data), default=-1) + 1
         if len(inputs) != wanted:
             raise ValueError(f"graph {graph.name!r} takes {wanted} inputs (by Data index), got {len(inputs)}")
@@ -204,7 +205,7 @@ class Session:
             if graph_id not in self._plans:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
             plan = self._plans[graph_id]
-            feeds = self._feeds(plan.graph, inputs)
+            feeds = self._feeds(plan, inputs)
             return self._run(plan, feeds)
 
     def _run(self, plan: _Plan, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -29,9 +29,7 @@ def _condition(rule: Rule, x: str, type_: str) -> str:
         terms.append(f"{x} {'>' if rule.low_open else '>='} {_bound(rule.low, is_float)}")
     if rule.high is not None:
         terms.append(f"{x} {'<' if rule.high_open else '<='} {_bound(rule.high, is_float)}")
-    if type_ in ("float", "float32") and not rule.finite:
-        terms.append(f"!std::isnan({x})")
-    return "(" + " && ".join(terms) + ")"
+    return "(" + (" && ".join(terms) or "true") + ")"  # every comparison with NaN is false: NaN is refused
 
 
 def _bound(value: float, is_float: bool) -> str:

@@ -159,6 +159,11 @@ class OpSignature:
         return next(a for a in (*self.attrs, *self.ge.attr_inputs) if a.name == name)
 
     @property
+    def ge_attrs(self) -> tuple[Attr, ...]:
+        """The GE operator's attributes: the TF inputs GE makes attributes (lr), then the TF attributes GE has."""
+        return (*self.ge.attr_inputs, *(a for a in self.attrs if a.name not in self.ge.tf_only_attrs))
+
+    @property
     def defaults(self) -> dict[str, float | int | bool]:
         """Attribute name -> default value (TF attributes; GE-only attributes such as lr are in ge.attr_inputs)."""
         return {a.name: a.default for a in self.attrs}

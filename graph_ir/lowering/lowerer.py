@@ -44,6 +44,9 @@ class Lowerer:
         self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
         self.stateful: list[Node] = []
         self.scalar_only = self._scalar_only_sources()
+        # Variable nodes the step writes (their values are not known when lowering).
+        self.written = {parse_tensor(n.input[0])[0] for n in self.nodes.values()
+                        if (n.op in ASSIGNS or n.op in LOWERINGS) and n.input}
 
     # -- inputs of a node -----------------------------------------------------------------------------------------
 
@@ -230,7 +233,7 @@ class Lowerer:
             name = parse_tensor(node.input[0])[0]
         if node.op == "Const":
             value = tf.make_ndarray(node.attr["value"].tensor)
-        elif name in self.variables and not self._written(name):
+        elif name in self.variables and name not in self.written:
             value = self.variables[name][1]
         else:
             raise LoweringError(
@@ -241,10 +244,3 @@ class Lowerer:
         for dtype in reversed(casts):
             value = np.asarray(value).astype(dtype)
         return np.asarray(value)
-
-    def _written(self, variable_node: str) -> bool:
-        for node in self.nodes.values():
-            if (node.op in ASSIGNS or node.op in LOWERINGS) and node.input and \
-                    parse_tensor(node.input[0])[0] == variable_node:
-                return True
-        return False

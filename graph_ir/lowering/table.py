@@ -40,7 +40,7 @@ def _from_signature(sig: op_spec.OpSignature) -> OpLowering:
         tf_inputs=tuple(i.name for i in sig.inputs),
         ge_inputs=ge.input_order,
         attr_inputs=tuple(a.name for a in ge.attr_inputs),
-        tf_attrs=tuple(a.name for a in sig.attrs if a.name not in ge.tf_only_attrs),
+        tf_attrs=tuple(a.name for a in sig.ge_attrs if a not in ge.attr_inputs),
     )
 
 
