@@ -1,6 +1,6 @@
 """The variable sets of the model-scale optimizer benchmark, built offline: the shapes of real models' trainable
 variables (ResNet-50 from keras.applications with weights=None; a BERT-base-like 12-block, hidden-768 encoder; 500
-tensors of 1,024; the demo's MLP)."""
+tensors of 1,024; the demo's MLP; one tensor of 16M)."""
 
 from __future__ import annotations
 
@@ -33,4 +33,8 @@ def demo_mlp() -> list[tuple[int, ...]]:
     return [(64, 256), (256,), (256, 128), (128,), (128, 10), (10,)]
 
 
-SETS = {"resnet50": resnet50, "encoder": encoder, "500x1024": many_small, "mlp": demo_mlp}
+def one_large() -> list[tuple[int, ...]]:
+    return [(16 * 1024 * 1024,)]
+
+
+SETS = {"16M": one_large, "resnet50": resnet50, "encoder": encoder, "500x1024": many_small, "mlp": demo_mlp}

@@ -41,6 +41,7 @@ class Graph:
         self.outputs: list[Handle] = []
         self._next_suffix: dict[str, int] = {}
         self._variable_names: dict[int, str] = {}  # id(TF variable) -> GE Variable name (from_tensorflow)
+        self._flat_parts: dict[int, list[tuple[str, int, tuple[int, ...]]]] = {}  # id(flat TF variable) -> parts
 
     def __enter__(self) -> Graph:  # noqa: PYI034 (typing.Self needs Python 3.11; we support 3.10)
         _STACK.graphs = [*getattr(_STACK, "graphs", []), self]
@@ -129,6 +130,14 @@ class Graph:
             if id(candidate) in self._variable_names:
                 return self._variable_names[id(candidate)]
         raise KeyError(f"graph {self.name!r} captured no variable {getattr(variable, 'name', variable)!r}")
+
+    def flat_state_parts(self, variable: Any) -> list[tuple[str, int, tuple[int, ...]]]:
+        """The GE Variables a flat optimizer-state variable (e.g. FusedEmaAdam's ``m_float32``) was split into by
+        from_tensorflow: (GE name, offset in the flat variable, shape), one per model variable, in offset order."""
+        for candidate in (variable, getattr(variable, "value", None)):
+            if id(candidate) in self._flat_parts:
+                return sorted(self._flat_parts[id(candidate)], key=lambda part: part[1])
+        raise KeyError(f"graph {self.name!r} split no flat state variable {getattr(variable, 'name', variable)!r}")
 
     def topological_order(self) -> list[Node]:
         """Nodes so that every data and control input comes first; a cycle is an error naming a node on it."""

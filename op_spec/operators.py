@@ -12,6 +12,7 @@ from op_spec.signature import (
                                Attr,
                                GeSide,
                                Input,
+                               MultiOpSignature,
                                OpSignature,
                                Rule,
 )
@@ -75,3 +76,16 @@ FUSED_EMA_ADAM = OpSignature(
 FUSED_EMA_ADAM_LR_DEFAULT = FUSED_EMA_ADAM.ge.attr_inputs[0].default
 
 ALL = (POWER_SIGN, FUSED_EMA_ADAM)
+
+# The multi-tensor forms: one call per dtype updates every variable of a step, over flat optimizer state.
+_STATE_OFFSETS = Attr("state_offsets", "list(int)", (), doc=(
+    "where each variable's state starts in the flat variables; empty: concatenated in vars order, the flat "
+    "variables holding exactly the N variables' elements (given: a part of a larger layout, e.g. the variables of a "
+    "step that have gradients)"))
+MULTI_POWER_SIGN = MultiOpSignature(POWER_SIGN, extra_attrs=(_STATE_OFFSETS,))
+MULTI_FUSED_EMA_ADAM = MultiOpSignature(FUSED_EMA_ADAM, extra_attrs=(
+    _STATE_OFFSETS,
+    Attr("no_decay", "list(int)", (), doc="indices into vars whose weight_decay is 0 (Keras's "
+         "exclude_from_weight_decay)"),))
+
+ALL_MULTI = (MULTI_POWER_SIGN, MULTI_FUSED_EMA_ADAM)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Op type names registered by the library: stock names behind one prefix, so they never collide with stock TF.
 OP_PREFIX = "TfPlugin"
@@ -94,7 +94,8 @@ AT_LEAST_ONE = Rule(">= 1", low=1.0)
 class Input:
     """One op input. ``dtype`` is "T" (the op's type attribute) or a fixed dtype name; ``state`` marks the variables
     the op updates in place (var, m, v, s); ``scalar`` an input of exactly one element, shape [] or [1]. ``rule``
-    is checked on a scalar's value when the op runs, only when the bool attribute ``rule_when`` is true (if set)."""
+    is checked on a scalar's value when the op runs, only when the bool attribute ``rule_when`` is true (if set).
+    ``many`` marks a list of N tensors (the multi-tensor ops' vars and grads)."""
 
     name: str
     dtype: str = "T"
@@ -103,15 +104,16 @@ class Input:
     rule: Rule | None = None
     rule_when: str | None = None
     doc: str = ""
+    many: bool = False
 
 
 @dataclass(frozen=True)
 class Attr:
-    """An attribute: ``type`` is "float" (float32), "int" or "bool"; ``rule`` its valid values."""
+    """An attribute: ``type`` is "float" (float32), "int", "bool" or "list(int)"; ``rule`` its valid values."""
 
     name: str
     type: str
-    default: float | int | bool
+    default: float | int | bool | tuple[int, ...]
     rule: Rule | None = None
     doc: str = ""
 
@@ -166,4 +168,72 @@ class OpSignature:
     @property
     def defaults(self) -> dict[str, float | int | bool]:
         """Attribute name -> default value (TF attributes; GE-only attributes such as lr are in ge.attr_inputs)."""
+        return {a.name: a.default for a in self.attrs}
+
+
+@dataclass(frozen=True)
+class MultiOpSignature:
+    """The multi-tensor form of an operator: one call updates N variables of one dtype.
+
+    The variables and their gradients are lists (``vars``, ``grads``). The state the optimizer keeps (PowerSign's m;
+    FusedEmaAdam's m, v, s) is one flat 1-D variable per name, holding every variable's state concatenated in
+    ``vars`` order: variable k owns elements [offset_k, offset_k + size_k), offset_k the sum of the sizes before it
+    (or ``state_offsets[k]`` when that attribute is given, for a subset of a larger layout). Each variable's result is bitwise what the single-tensor operator gives. Resource variables only; GE has no such
+    operator, so the lowering expands it into one GE operator per variable.
+    """
+
+    single: OpSignature
+    extra_attrs: tuple[Attr, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"Multi{self.single.name}"
+
+    @property
+    def resource_op(self) -> str:
+        return f"{OP_PREFIX}ResourceApply{self.name}"
+
+    @property
+    def flat_state(self) -> tuple[str, ...]:
+        """The optimizer-state inputs, each one flat variable."""
+        return tuple(n for n in self.single.state_inputs if n != "var")
+
+    @property
+    def inputs(self) -> tuple[Input, ...]:
+        out = []
+        for i in self.single.inputs:
+            if i.name == "var":
+                i = replace(i, name="vars", many=True, doc="the N variables, each updated in place")
+            elif i.name == "grad":
+                i = replace(i, name="grads", many=True, doc="the N gradients, grads[k] of vars[k]'s shape")
+            elif i.state:
+                i = replace(i, doc=f"{i.doc}: one flat 1-D variable, every variable's {i.name} in vars order")
+            out.append(i)
+        return tuple(out)
+
+    @property
+    def attrs(self) -> tuple[Attr, ...]:
+        return (*self.single.attrs, *self.extra_attrs)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return self.single.dtypes
+
+    @property
+    def state_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.state)
+
+    @property
+    def formula(self) -> str:
+        return (f"for each k: {self.single.name} on vars[k] and grads[k], with the state slices "
+                f"[offset_k, offset_k + size_k) of {', '.join(self.flat_state)}\n{self.single.formula}")
+
+    def input(self, name: str) -> Input:
+        return next(i for i in self.inputs if i.name == name)
+
+    def attr(self, name: str) -> Attr:
+        return next(a for a in (*self.attrs, *self.single.ge.attr_inputs) if a.name == name)
+
+    @property
+    def defaults(self) -> dict[str, float | int | bool | tuple[int, ...]]:
         return {a.name: a.default for a in self.attrs}

@@ -78,7 +78,7 @@ def _as_tensor(value: Any, dtype: tf.DType, name: str, because: str) -> tf.Tenso
     if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.base_dtype != dtype:
         reason = because.format(T=dtype.name)
         raise _invalid(f"{name} has dtype {value.dtype.base_dtype.name}, expected {dtype.name} ({reason})")
-    return tf.convert_to_tensor(value, dtype=dtype, name=name)
+    return tf.convert_to_tensor(value, dtype=dtype, name=re.sub(r"\W", "_", name))
 
 
 def _dtype_of(value: Any) -> tf.DType:
@@ -168,9 +168,88 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     return bound
 
 
+def _portable_multi(msig: op_spec.MultiOpSignature, variables, flat, grads, dtype, kwargs):
+    if msig.single is op_spec.POWER_SIGN:
+        scalars = [kwargs[n] for n in ("lr", "logbase", "sign_decay", "beta")]
+        return portable.multi_tensor(lambda k, read, grad: portable.power_sign_values(read, dtype, *scalars, grad),
+                                     variables, flat, grads, dtype, kwargs["state_offsets"])
+    attrs = {a.name: kwargs[a.name] for a in op_spec.FUSED_EMA_ADAM.attrs}
+    try:
+        op_spec.checks.check_attrs(op_spec.FUSED_EMA_ADAM, attrs)
+    except (TypeError, ValueError) as e:
+        raise _invalid(str(e)) from None
+    no_decay = set(kwargs["no_decay"])
+    step, lr = kwargs["step"], kwargs["lr"]
+
+    def values(k, read, grad):
+        return portable.fused_ema_adam_values(read, grad, step, lr,
+                                              {**attrs, "weight_decay": 0.0} if k in no_decay else attrs)
+
+    with tf.control_dependencies(portable.fused_ema_adam_checks(step, lr, attrs)):
+        return portable.multi_tensor(values, variables, flat, grads, dtype, kwargs["state_offsets"])
+
+
+def _make_multi_wrapper(msig: op_spec.MultiOpSignature):
+    """The wrapper of a multi-tensor op: vars and grads are lists of N, the flat state one variable per name."""
+    public = msig.resource_op[len(op_spec.OP_PREFIX):]
+    op = getattr(_loader.load(), _snake(msig.resource_op))
+    defaults = {a.name: a.default for a in msig.single.ge.attr_inputs}
+    converted = [(i.name, None if i.dtype == "T" else tf.as_dtype(i.dtype),
+                  f"all {msig.name} tensors share T = {{T}}" if i.dtype == "T" else f"{i.name} is a {i.dtype} tensor")
+                 for i in msig.inputs if not i.state and not i.many]
+    params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
+                                default=defaults.get(i.name, inspect.Parameter.empty)) for i in msig.inputs]
+    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=a.default) for a in msig.attrs]
+    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
+    signature = inspect.Signature(params)
+
+    def wrapper(*args, **kwargs):
+        if args:
+            raise TypeError(f"tf_plugin.raw_ops.{public} takes keyword arguments only (as tf.raw_ops does)")
+        bound = signature.bind(**kwargs)  # once per step, not per variable: its cost does not matter here
+        bound.apply_defaults()
+        kwargs = dict(bound.arguments)
+        name = kwargs.pop("name")
+        variables, grads = list(kwargs.pop("vars")), list(kwargs.pop("grads"))
+        flat = {n: kwargs.pop(n) for n in msig.flat_state}
+        if not variables or len(variables) != len(grads):
+            raise _invalid(f"{public}: vars and grads must be lists of the same length >= 1, got {len(variables)} "
+                           f"and {len(grads)}")
+        dtype = _dtype_of(grads[0])
+        if dtype.name not in msig.dtypes:
+            raise _invalid(f"grads[0] has dtype {dtype.name}; expected one of {', '.join(msig.dtypes)}")
+        grads = [_as_tensor(g, dtype, f"grads[{k}]", f"all {msig.name} tensors share T = {{T}}")
+                 for k, g in enumerate(grads)]
+        for input_name, fixed, because in converted:
+            kwargs[input_name] = _as_tensor(kwargs[input_name], fixed or dtype, input_name, because)
+        for key in ("no_decay", "state_offsets"):
+            if key in kwargs:
+                kwargs[key] = [int(k) for k in kwargs[key]]
+        path = path_for(variables[0])
+        variables = [_handle(v) for v in variables]
+        flat = {n: _handle(v) for n, v in flat.items()}
+        if path == FUSED:
+            return op(vars=variables, **flat, grads=grads, **kwargs, name=name)
+        with tf.name_scope(name or public):
+            return _portable_multi(msig, variables, flat, grads, dtype, kwargs)
+
+    wrapper.__name__ = wrapper.__qualname__ = public
+    wrapper.__signature__ = signature
+    inputs = "\n".join(f"  {i.name}: {i.doc}" for i in msig.inputs)
+    attrs = "\n".join(f"  {a.name} = {a.default!r}: {a.doc}" for a in msig.attrs)
+    wrapper.__doc__ = (f"{msig.single.name} on N resource variables of one dtype in one call (op {msig.resource_op}),"
+                       f" over flat optimizer state.\n\n{msig.formula}\n\nEach variable's result is bitwise the "
+                       f"single-tensor op's. T in {{{', '.join(msig.dtypes)}}}.\nInputs:\n{inputs}\n"
+                       f"Attributes:\n{attrs}\nReturns the op (None in eager mode).")
+    return wrapper
+
+
 ApplyPowerSign = _make_wrapper(op_spec.POWER_SIGN, resource=False)
 ResourceApplyPowerSign = _make_wrapper(op_spec.POWER_SIGN, resource=True)
 ApplyFusedEmaAdam = _make_wrapper(op_spec.FUSED_EMA_ADAM, resource=False)
 ResourceApplyFusedEmaAdam = _make_wrapper(op_spec.FUSED_EMA_ADAM, resource=True)
+ResourceApplyMultiPowerSign = _make_multi_wrapper(op_spec.MULTI_POWER_SIGN)
+ResourceApplyMultiFusedEmaAdam = _make_multi_wrapper(op_spec.MULTI_FUSED_EMA_ADAM)
 
-__all__ = ["ApplyFusedEmaAdam", "ApplyPowerSign", "ResourceApplyFusedEmaAdam", "ResourceApplyPowerSign"]
+__all__ = ["ApplyFusedEmaAdam", "ApplyPowerSign", "ResourceApplyFusedEmaAdam", "ResourceApplyMultiFusedEmaAdam",
+           "ResourceApplyMultiPowerSign", "ResourceApplyPowerSign"]

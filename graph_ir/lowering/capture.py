@@ -27,6 +27,12 @@ def attr_value(node_def, name: str):
     return getattr(value, value.WhichOneof("value"))
 
 
+def parse_tensor(tensor: str) -> tuple[str, int]:
+    """A TF tensor or control input ("name:1", "^name") as (node name, output index)."""
+    name, _, index = tensor.lstrip("^").partition(":")
+    return name, int(index or 0)
+
+
 def ge_name(key: Any, tf_name: str) -> str:
     """The GE Variable name of the variable `key` (see the module docstring)."""
     base = tf_name.split(":")[0].replace(":", "_") or "Variable"

@@ -16,14 +16,20 @@ from tensorflow.python.framework import op_def_registry
 from graph_ir.dtypes import from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
-from graph_ir.lowering.capture import attr_value
-from graph_ir.lowering.table import ASSIGNS, ELEMENTWISE, IDENTITIES, INPUTS, LOWERINGS, OpLowering, lowered_types
+from graph_ir.lowering.capture import attr_value, parse_tensor
+from graph_ir.lowering.multi import flat_inputs, lower_multi
+from graph_ir.lowering.table import (
+    ASSIGNS,
+    ELEMENTWISE,
+    IDENTITIES,
+    INPUTS,
+    LOWERINGS,
+    MULTI_LOWERINGS,
+    OpLowering,
+    lowered_types,
+    multi_input_names,
+)
 from graph_ir.nodes import Handle, Node, TensorDesc
-
-
-def parse_tensor(tensor: str) -> tuple[str, int]:
-    name, _, index = tensor.lstrip("^").partition(":")
-    return name, int(index or 0)
 
 
 def is_stateful(op_type: str) -> bool:
@@ -43,10 +49,16 @@ class Lowerer:
         self.lowered: dict[str, Node | None] = {}
         self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
         self.stateful: list[Node] = []
+        self.split_flat: set[str] = set()  # flat-state variable nodes split per variable (graph_ir/lowering/multi.py)
         self.scalar_only = self._scalar_only_sources()
         # Variable nodes the step writes (their values are not known when lowering).
         self.written = {parse_tensor(n.input[0])[0] for n in self.nodes.values()
                         if (n.op in ASSIGNS or n.op in LOWERINGS) and n.input}
+        for n in self.nodes.values():
+            if n.op in MULTI_LOWERINGS:
+                names = multi_input_names(MULTI_LOWERINGS[n.op][0], int(attr_value(n, "N")))
+                self.written |= {parse_tensor(t)[0] for name, t in zip(names, n.input)
+                                 if MULTI_LOWERINGS[n.op][0].input(name).state}
 
     # -- inputs of a node -----------------------------------------------------------------------------------------
 
@@ -60,11 +72,16 @@ class Lowerer:
         policy of CANN's samples). Other rank-0 tensors reach those inputs through a Reshape to [1]."""
         scalar_uses, other_uses = set(), set()
         for node in self.nodes.values():
-            lowering = LOWERINGS.get(node.op)
+            if node.op in LOWERINGS:
+                lowering, names = LOWERINGS[node.op], LOWERINGS[node.op].tf_inputs
+            elif node.op in MULTI_LOWERINGS:
+                lowering = MULTI_LOWERINGS[node.op][1]
+                names = multi_input_names(MULTI_LOWERINGS[node.op][0], int(attr_value(node, "N")))
+            else:
+                lowering, names = None, ()
             for k, tensor in enumerate(t for t in node.input if not t.startswith("^")):
                 source = parse_tensor(tensor)[0]
-                is_scalar = lowering is not None and k < len(lowering.tf_inputs) and \
-                    lowering.tf_inputs[k] in lowering.scalar_inputs
+                is_scalar = lowering is not None and k < len(names) and names[k] in lowering.scalar_inputs
                 (scalar_uses if is_scalar else other_uses).add(source)
         return scalar_uses - other_uses
 
@@ -91,6 +108,10 @@ class Lowerer:
         for root in roots:
             self._lower_from(root)
         outputs = [self.handle(t) for t in self.outputs]
+        for name in self.split_flat:
+            if self.lowered.get(name) is not None:
+                raise LoweringError(f"the flat optimizer state {name!r} is read outside the multi-tensor op that "
+                                    "updates it; GE holds it per variable, so such a read cannot be lowered")
         if not self.stateful and not outputs:
             raise LoweringError("the TF graph runs no update and returns nothing: there is nothing to lower")
         self.graph.set_outputs(outputs, control_inputs=self.stateful)
@@ -114,8 +135,10 @@ class Lowerer:
                                     "control flow loops cannot be lowered")
             visiting.add(name)
             stack.append((name, True))
-            stack.extend((parse_tensor(t)[0], False) for t in reversed(self.nodes[name].input)
-                         if parse_tensor(t)[0] not in self.lowered)
+            node = self.nodes[name]
+            skip = set(flat_inputs(node)) if node.op in MULTI_LOWERINGS else set()  # split, never lowered whole
+            stack.extend((parse_tensor(t)[0], False) for t in reversed(node.input)
+                         if parse_tensor(t)[0] not in self.lowered and t not in skip)
 
     def _lower_one(self, node) -> Node | None:
         data = [t for t in node.input if not t.startswith("^")]
@@ -124,6 +147,9 @@ class Lowerer:
         try:
             if op in LOWERINGS:
                 return self._update(node, LOWERINGS[op], data, controls)
+            if op in MULTI_LOWERINGS:
+                self.passthrough[node.name] = lower_multi(self, node, data, controls)
+                return None
             if op == "NoOp":
                 self.passthrough[node.name] = controls
                 return None
@@ -206,20 +232,27 @@ class Lowerer:
     def _update(self, node, lowering: OpLowering, data: list[str], controls: list[Node]) -> Node:
         if len(data) != len(lowering.tf_inputs):
             raise LoweringError(f"{node.op} {node.name!r}: {len(data)} inputs, expected {len(lowering.tf_inputs)}")
-        by_name = dict(zip(lowering.tf_inputs, data))
+        return self.update_node(node, lowering, dict(zip(lowering.tf_inputs, data)), controls, name=node.name)
+
+    def update_node(self, node, lowering: OpLowering, by_name: dict[str, str], controls: list[Node], *, name: str,
+                    state: dict[str, Handle] | None = None, attrs_override: dict | None = None) -> Node:
+        """The GE optimizer op for TF node `node`: by_name maps its TF inputs to tensors; `state` gives GE handles
+        for state inputs that have no TF tensor of their own (the split flat state)."""
+        state = state or {}
         attrs = {a: attr_value(node, a) for a in lowering.tf_attrs if a in node.attr}
+        attrs.update(attrs_override or {})
         for a in lowering.attr_inputs:
-            value = self._constant(by_name[a], a, node)
+            value = self._constant(by_name[a], a, node, lowering)
             if value.size != 1:
                 raise LoweringError(f"{node.op} {node.name!r}: {a} must be a scalar, got shape {list(value.shape)}")
             attrs[a] = float(value.reshape(()))
-        inputs = [self._scalar(by_name[n]) if n in lowering.scalar_inputs else self.handle(by_name[n])
-                  for n in lowering.ge_inputs]
-        ge_node = self.graph.add_node(lowering.ge_type, inputs, attrs, name=node.name, control_inputs=controls)
+        inputs = [state[n] if n in state else self._scalar(by_name[n]) if n in lowering.scalar_inputs
+                  else self.handle(by_name[n]) for n in lowering.ge_inputs]
+        ge_node = self.graph.add_node(lowering.ge_type, inputs, attrs, name=name, control_inputs=controls)
         self.stateful.append(ge_node)
         return ge_node
 
-    def _constant(self, tensor: str, what: str, consumer) -> np.ndarray:
+    def _constant(self, tensor: str, what: str, consumer, lowering: OpLowering) -> np.ndarray:
         """The value of a TF input that becomes a GE attribute: a Const, or the current value of a variable that the
         step does not write, through Identity, ReadVariableOp and Cast. Anything computed is refused."""
         name = parse_tensor(tensor)[0]
@@ -237,7 +270,7 @@ class Lowerer:
             value = self.variables[name][1]
         else:
             raise LoweringError(
-                f"{consumer.op} {consumer.name!r}: {what} becomes an attribute of GE {LOWERINGS[consumer.op].ge_type}, "
+                f"{consumer.op} {consumer.name!r}: {what} becomes an attribute of GE {lowering.ge_type}, "
                 f"so it must be known when lowering, but it comes from {node.op} node {node.name!r} (a function "
                 "argument, a value computed in the step such as a learning-rate schedule, or a variable the step "
                 "changes). Use a constant learning rate, and lower the step again whenever you change it.")

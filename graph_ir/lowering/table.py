@@ -4,6 +4,7 @@ tf_adapter and the ops-math TF plugins; ../shared/research/ge_standard_ops.md §
 - The optimizer ops (stock ApplyPowerSign / ResourceApplyPowerSign and our four) are built from op_spec: the GE
   type, the TF inputs in GE IR order, which TF inputs become GE attributes (FusedEmaAdam's lr) and the TF
   attributes kept.
+- The multi-tensor ops expand into one GE optimizer op per variable, the flat state split into GE Variables.
 - Elementwise math maps onto the GE op of the same name (inputs by position); Exp and Log get CANN's
   base/scale/shift attributes.
 - Resource-variable assigns become the GE ref ops on the Variable: AssignVariableOp -> Assign, AssignAdd... ->
@@ -57,6 +58,19 @@ LOWERINGS: dict[str, OpLowering] = {
     op_spec.FUSED_EMA_ADAM.resource_op: _FUSED_EMA_ADAM,
 }
 
+# Multi-tensor ops -> (their signature, the GE op per variable): the lowering expands one call into N GE ops, each
+# on the variable and on GE Variables split from the flat state (graph_ir/lowering/multi.py).
+MULTI_LOWERINGS: dict[str, tuple[op_spec.MultiOpSignature, OpLowering]] = {
+    op_spec.MULTI_POWER_SIGN.resource_op: (op_spec.MULTI_POWER_SIGN, _POWER_SIGN),
+    op_spec.MULTI_FUSED_EMA_ADAM.resource_op: (op_spec.MULTI_FUSED_EMA_ADAM, _FUSED_EMA_ADAM),
+}
+
+
+def multi_input_names(sig: op_spec.MultiOpSignature, n: int) -> list[str]:
+    """The names of a multi-tensor node's N-expanded inputs, in TF order ("vars", ..., "m", ..., "grads", ...)."""
+    return [name for i in sig.inputs for name in ([i.name] * n if i.many else [i.name])]
+
+
 _EXP_LOG = {"base": -1.0, "scale": 1.0, "shift": 0.0}
 
 # TF op type -> (GE op type, the GE attributes it gets). Inputs map by position.
@@ -77,4 +91,4 @@ PLUMBING = ("Const", "Cast", "IdentityN", "NoOp", *IDENTITIES, *INPUTS)
 
 def lowered_types() -> list[str]:
     """Every TF op type the lowering knows."""
-    return sorted({*LOWERINGS, *ELEMENTWISE, *ASSIGNS, *PLUMBING})
+    return sorted({*LOWERINGS, *MULTI_LOWERINGS, *ELEMENTWISE, *ASSIGNS, *PLUMBING})

@@ -43,23 +43,43 @@ def run_side_by_side(graph: graph_ir.Graph, tf_step: Callable, feeds: Callable[[
         for session in sessions:
             session.run_graph(0, args)
         tf_step(*args)
-    names = [graph.variable_name(v) for v in variables]
     differences = {}
     for session in sessions:
-        for name, var, got in zip(names, variables, session.get_variables(names)):
+        for name, var, got in zip([_name(graph, v) for v in variables], variables, _values(graph, session, variables)):
             want = np.asarray(var.numpy())
             assert got.dtype == want.dtype and got.shape == want.shape, name
             differences[name] = max(differences.get(name, 0.0), max_relative_difference(got, want))
     return differences
 
 
+def _name(graph: graph_ir.Graph, variable) -> str:
+    try:
+        return graph.variable_name(variable)
+    except KeyError:  # flat optimizer state, split per model variable
+        return graph.flat_state_parts(variable)[0][0].rsplit("/", 1)[0]
+
+
+def _values(graph: graph_ir.Graph, session: graph_ir.Session, variables: Sequence) -> list[np.ndarray]:
+    """The session's value of each TF variable; a flat state variable is put together from its GE parts."""
+    out = []
+    for v in variables:
+        try:
+            out.append(session.get_variables([graph.variable_name(v)])[0])
+        except KeyError:
+            parts = graph.flat_state_parts(v)
+            out.append(np.concatenate([np.ravel(x) for x in session.get_variables([p[0] for p in parts])]))
+    return out
+
+
 def captured(graph: graph_ir.Graph, candidates: Sequence) -> list:
-    """The candidates (TF or Keras variables) that the graph captured."""
+    """The candidates (TF or Keras variables) that the graph captured, whole or split (flat optimizer state)."""
     out = []
     for v in candidates:
-        try:
-            graph.variable_name(v)
-        except KeyError:
-            continue
-        out.append(v)
+        for lookup in (graph.variable_name, graph.flat_state_parts):
+            try:
+                lookup(v)
+            except KeyError:
+                continue
+            out.append(v)
+            break
     return out

@@ -61,8 +61,9 @@ def test_save_and_reload_keras_model_with_optimizer_state(name, tmp_path):
     loaded = keras.models.load_model(path)
     assert type(loaded.optimizer) is type(model.optimizer)
     assert loaded.optimizer.get_config() == model.optimizer.get_config()
-    saved, restored = model.optimizer.variables, loaded.optimizer.variables  # iterations, lr, then the slots
-    assert len(saved) == len(restored) > 2
+    # iterations, lr (unless a schedule), then the slots (one flat variable per dtype and slot name)
+    saved, restored = model.optimizer.variables, loaded.optimizer.variables
+    assert len(saved) == len(restored) >= 2
     for a, b in zip(saved, restored):
         assert a.path.rsplit("_", 1)[-1] == b.path.rsplit("_", 1)[-1]  # same slot kind (m, v, s, ...)
         np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=a.path)

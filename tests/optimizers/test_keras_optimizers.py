@@ -94,18 +94,23 @@ def _fused_numpy(values, grads, *, lr_at, weight_decays, **attrs):
 
 @pytest.mark.parametrize("mode,weight_decay", [("adamw", 0.02), ("l2", 0.02), ("adamw", 0.0)])
 @pytest.mark.parametrize("bias_correction", [True, False])
-def test_fused_ema_adam_matches_numpy(mode, weight_decay, bias_correction):
+@pytest.mark.parametrize("flat_state", [True, False])
+def test_fused_ema_adam_matches_numpy(mode, weight_decay, bias_correction, flat_state):
     values, grads = _problem(3)
     opt = FusedEmaAdam(learning_rate=0.01, beta_1=0.8, beta_2=0.99, epsilon=1e-6, ema_decay=0.7,
-                       weight_decay=weight_decay, mode=mode, bias_correction=bias_correction)
+                       weight_decay=weight_decay, mode=mode, bias_correction=bias_correction, flat_state=flat_state)
     variables = _apply_steps(opt, values, grads, in_function=True)
     want = _fused_numpy(values, grads, lr_at=lambda t: 0.01, weight_decays=[weight_decay] * 3, ema_decay=0.7,
                         beta1=0.8, beta2=0.99, eps=1e-6, mode={"l2": 0, "adamw": 1}[mode],
                         bias_correction=bias_correction)
     for var, (w_var, w_m, w_v, w_s) in zip(variables, want):
         np.testing.assert_allclose(var.numpy(), w_var, rtol=2e-5, atol=1e-7)
-        np.testing.assert_allclose(opt._momentums[opt._get_variable_index(var)].numpy(), w_m, rtol=2e-5, atol=1e-8)
-        np.testing.assert_allclose(opt._velocities[opt._get_variable_index(var)].numpy(), w_v, rtol=2e-5, atol=1e-9)
+        if flat_state:
+            m, v = opt.flat_slot("m", var), opt.flat_slot("v", var)
+        else:
+            m, v = opt._momentums[opt._get_variable_index(var)], opt._velocities[opt._get_variable_index(var)]
+        np.testing.assert_allclose(m.numpy(), w_m, rtol=2e-5, atol=1e-8)
+        np.testing.assert_allclose(v.numpy(), w_v, rtol=2e-5, atol=1e-9)
         np.testing.assert_allclose(opt.ema_variable(var).numpy(), w_s, rtol=2e-5, atol=1e-7)
 
 

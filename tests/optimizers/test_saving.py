@@ -81,14 +81,16 @@ def test_sign_decays_are_keras_serializable():
         np.testing.assert_array_equal([float(revived(t)) for t in range(12)], [float(decay(t)) for t in range(12)])
 
 
-def test_ema_slots_before_the_first_step():
+@pytest.mark.parametrize("flat_state", [True, False])
+def test_ema_slots_before_the_first_step(flat_state):
     import keras
+    import tensorflow as tf
 
     from tests.helpers.models import small_model
     from tf_plugin.optimizers import FusedEmaAdam
 
     model = small_model()
-    opt = FusedEmaAdam()
+    opt = FusedEmaAdam(flat_state=flat_state)
     with pytest.raises(ValueError, match=r"no EMA slots yet.*opt.build\(model.trainable_variables\)"):
         opt.ema_variable(model.trainable_variables[0])
     before = [w.copy() for w in model.get_weights()]
@@ -96,4 +98,5 @@ def test_ema_slots_before_the_first_step():
     for w, b in zip(model.get_weights(), before):
         np.testing.assert_array_equal(w, b)
     np.testing.assert_array_equal(opt.ema_variable(model.trainable_variables[0]).numpy(), before[0])
-    assert isinstance(opt.ema_variable(model.trainable_variables[1]), keras.Variable)
+    # Per-variable state: the slot Variable; flat state: the variable's part of the flat s, as a tensor.
+    assert isinstance(opt.ema_variable(model.trainable_variables[1]), tf.Tensor if flat_state else keras.Variable)
