@@ -49,7 +49,11 @@ def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict | Non
     key = (op, size, dtype.name)
     if cache is None or key not in cache:
         limit = rmw_ms(size, STREAMS[op][0], dtype.size, repeats)
-        result = {"limit": limit, **median_ms_interleaved(candidates(op, size, dtype), repeats)}
+        fns = candidates(op, size, dtype)
+        result = {"limit": limit, **median_ms_interleaved(fns, repeats)}
+        # Ours alone, as the copy is timed: right after stock's passes, our op first pays for the dirty cache lines
+        # they leave, which the copy never does.
+        result["ours_alone"] = median_ms_interleaved({"ours": fns["ours"]}, repeats)["ours"]
         if cache is None:
             return result
         cache[key] = result
@@ -65,7 +69,7 @@ def table(size: int, repeats: int) -> list[dict]:
         rows.append({
             "work": label, "size": size, "stock_label": other, "stock_ms": ms[other], "ours_ms": ms["ours"],
             "speedup": ms[other] / ms["ours"], "target": target,
-            "gb_s": streams * size * dtype.size / ms["ours"] / 1e6, "of_limit": ms["limit"] / ms["ours"],
+            "gb_s": streams * size * dtype.size / ms["ours_alone"] / 1e6, "of_limit": ms["limit"] / ms["ours_alone"],
         })
     small_repeats = max(repeats * 20, 200)
     for label, op, other in (("PowerSign float32, 1,024 elements", "power_sign", "stock"),
@@ -78,7 +82,7 @@ def table(size: int, repeats: int) -> list[dict]:
 
 def print_table(rows: list[dict]) -> None:
     print(f"kernels' ISA path: {tf_plugin.isa()}")
-    print("| work | size | stock ms | ours ms | speedup | target | met | ours GB/s | of RMW copy |")
+    print("| work | size | stock ms | ours ms | speedup | target | met | ours alone GB/s | of RMW copy |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         gb = f"{r['gb_s']:.1f}" if r["gb_s"] is not None else "-"
@@ -99,6 +103,8 @@ def sweep(repeats: int) -> list[dict]:
             for dtype in dtypes:
                 ms = measure(op, size, dtype, reps)
                 for name, value in ms.items():
+                    if name == "ours_alone":
+                        continue
                     points.append({"op": op, "dtype": dtype.name, "size": size, "who": name,
                                    "ns_per_element": 1e6 * value / size})
         print(f"  swept {size:,} elements")

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import graph_ir
 import tf_plugin
-from graph_ir.lowering.table import LOWERINGS
+from graph_ir.lowering.table import LOWERINGS, MULTI_LOWERINGS
 from op_spec.reference import random_tensor
 
 K = 5
@@ -185,10 +185,11 @@ def test_resource_variable_without_constant_initializer_in_a_graph():
         graph_ir.from_tensorflow(g, fetches=[update])
 
 
-def test_table_covers_the_six_op_types():
+def test_table_covers_the_six_op_types_and_the_two_multi_tensor_ops():
     assert sorted(LOWERINGS) == sorted([
         "ApplyPowerSign", "ResourceApplyPowerSign", "TfPluginApplyPowerSign", "TfPluginResourceApplyPowerSign",
         "TfPluginApplyFusedEmaAdam", "TfPluginResourceApplyFusedEmaAdam"])
+    assert sorted(MULTI_LOWERINGS) == ["TfPluginResourceApplyMultiFusedEmaAdam", "TfPluginResourceApplyMultiPowerSign"]
     lowering = LOWERINGS["TfPluginResourceApplyFusedEmaAdam"]
     assert lowering.ge_inputs == ("grad", "var", "m", "v", "s", "step") and lowering.attr_inputs == ("lr",)
 

@@ -22,6 +22,10 @@ TF1 = {
     "PowerSignOptimizer-exponential-decay-lr": lambda: PowerSignOptimizer(tf.compat.v1.train.exponential_decay(
         0.1, tf.compat.v1.train.get_or_create_global_step(), 2, 0.5), sign_decay_fn=get_linear_decay_fn(6)),
     "FusedEmaAdamOptimizer": lambda: FusedEmaAdamOptimizer(0.01, weight_decay=0.01, ema_decay=0.9),
+    # Flat state: one multi-tensor op per step, lowered to one GE op per variable on the split slots.
+    "PowerSignOptimizer-flat": lambda: PowerSignOptimizer(0.05, sign_decay_fn=get_linear_decay_fn(6), flat_state=True),
+    "FusedEmaAdamOptimizer-flat": lambda: FusedEmaAdamOptimizer(0.01, weight_decay=0.01, ema_decay=0.9,
+                                                                flat_state=True),
 }
 
 
@@ -59,7 +63,11 @@ def test_tf1_optimizer_step_from_a_graph(name, global_step, tmp_path):
                 return sess.run(self.var)
 
         readers = [Reader(v) for v in state]
-        graph._variable_names.update({id(r): graph.variable_name(v) for r, v in zip(readers, state)})
+        for r, v in zip(readers, state):
+            try:
+                graph._variable_names[id(r)] = graph.variable_name(v)
+            except KeyError:  # a flat slot, split per variable
+                graph._flat_parts[id(r)] = graph.flat_state_parts(v)
 
         def tf_step(*values):
             sess.run(train, dict(zip(grads, values)))

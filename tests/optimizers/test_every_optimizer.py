@@ -80,12 +80,17 @@ EVERY_TF1_OPTIMIZER = {
                                                             sign_decay_fn=get_cosine_decay_fn(40)),
     "FusedEmaAdamOptimizer": lambda: FusedEmaAdamOptimizer(learning_rate=0.01, weight_decay=0.001, ema_decay=0.9),
     "FusedEmaAdamOptimizer-l2": lambda: FusedEmaAdamOptimizer(learning_rate=0.01, weight_decay=0.001, mode=0),
+    "PowerSignOptimizer-flat": lambda: PowerSignOptimizer(learning_rate=0.05, flat_state=True),
+    "FusedEmaAdamOptimizer-flat": lambda: FusedEmaAdamOptimizer(learning_rate=0.01, weight_decay=0.001,
+                                                                ema_decay=0.9, flat_state=True),
 }
 
 
 @pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
 @pytest.mark.parametrize("name", list(EVERY_TF1_OPTIMIZER))
 def test_tf1_minimizes(name, use_resource):
+    if name.endswith("-flat") and not use_resource:
+        pytest.skip("flat state needs resource variables (refused with a ValueError: test_optimizers_v1.py)")
     x, y = classification_data()
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         w1 = tf.compat.v1.get_variable("w1", initializer=np.random.default_rng(0).standard_normal((8, 16)).astype(

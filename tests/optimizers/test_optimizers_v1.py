@@ -170,8 +170,9 @@ FUSED_ATTRS = {"ema_decay": 0.9, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "bia
 
 
 @pytest.mark.parametrize("mode,weight_decay", [(1, 0.01), (0, 0.01), (1, 0.0)])
-@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
-def test_fused_ema_adam_optimizer_graph_mode(use_resource, mode, weight_decay):
+@pytest.mark.parametrize("use_resource,flat_state", [(False, False), (True, False), (True, True)],
+                         ids=["ref", "resource", "resource-flat"])
+def test_fused_ema_adam_optimizer_graph_mode(use_resource, flat_state, mode, weight_decay):
     rng = np.random.default_rng(11)
     var_np = reference.random_tensor(rng, (17,), "float32")
     grads = [reference.random_tensor(rng, (17,), "float32") for _ in range(5)]
@@ -179,7 +180,8 @@ def test_fused_ema_adam_optimizer_graph_mode(use_resource, mode, weight_decay):
         global_step = V1.train.get_or_create_global_step()
         var = V1.Variable(var_np, use_resource=use_resource)
         grad = V1.placeholder(tf.float32, (17,))
-        opt = FusedEmaAdamOptimizer(learning_rate=0.01, ema_decay=0.9, mode=mode, weight_decay=weight_decay)
+        opt = FusedEmaAdamOptimizer(learning_rate=0.01, ema_decay=0.9, mode=mode, weight_decay=weight_decay,
+                                    flat_state=flat_state)
         op = opt.apply_gradients([(grad, var)], global_step=global_step)
         sess.run(V1.global_variables_initializer())
         np.testing.assert_array_equal(sess.run(opt.get_slot(var, "s")), var_np)  # s starts as the weights
@@ -193,7 +195,8 @@ def test_fused_ema_adam_optimizer_graph_mode(use_resource, mode, weight_decay):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-7, err_msg=name)
 
 
-def test_fused_ema_adam_optimizer_eager_and_sparse():
+@pytest.mark.parametrize("flat_state", [False, True])
+def test_fused_ema_adam_optimizer_eager_and_sparse(flat_state):
     rng = np.random.default_rng(12)
     var_np = reference.random_tensor(rng, (5, 2), "float32")
     values = reference.random_tensor(rng, (3, 2), "float32")
@@ -201,7 +204,7 @@ def test_fused_ema_adam_optimizer_eager_and_sparse():
     dense = np.zeros_like(var_np)
     np.add.at(dense, indices, values)
     var = tf.Variable(var_np)
-    opt = FusedEmaAdamOptimizer(learning_rate=0.02, ema_decay=0.9)
+    opt = FusedEmaAdamOptimizer(learning_rate=0.02, ema_decay=0.9, flat_state=flat_state)
     for _ in range(3):
         opt.apply_gradients([(tf.IndexedSlices(tf.constant(values), tf.constant(indices)), var)])
     want = _fused_reference(var_np.astype(np.float64), [dense] * 3, lr=0.02, mode=1, weight_decay=0.0,
@@ -223,3 +226,31 @@ def test_fused_ema_adam_optimizer_global_step_is_the_iteration_count():
     want = _fused_reference(var_np.astype(np.float64), [g], lr=0.01, steps_offset=9, mode=1, weight_decay=0.0,
                             **FUSED_ATTRS)
     np.testing.assert_allclose(var.numpy(), want[0], rtol=2e-5, atol=1e-7)
+
+
+def test_flat_state_many_variables_equal_per_variable_slots():
+    """TF1 flat state: the variables of two dtypes, one without a gradient in some steps, match per-variable slots."""
+    rng = np.random.default_rng(21)
+    shapes = [(3, 4), (1,), (7,), (2, 2, 2)]
+    dtypes = [np.float32, np.float32, np.float16, np.float32]
+    values = [reference.random_tensor(rng, s, np.dtype(d).name) for s, d in zip(shapes, dtypes)]
+    results = []
+    for flat_state in (False, True):
+        variables = [tf.Variable(v) for v in values]
+        opt = PowerSignOptimizer(learning_rate=0.05, flat_state=flat_state)
+        for step in range(4):
+            grads = [tf.constant(reference.random_tensor(np.random.default_rng(step * 10 + k), s, np.dtype(d).name))
+                     for k, (s, d) in enumerate(zip(shapes, dtypes))]
+            if step % 2:
+                grads[1] = None  # no gradient: var and its m stay
+            opt.apply_gradients(zip(grads, variables))
+        results.append([v.numpy() for v in variables] + [np.asarray(opt.get_slot(v, "m")) for v in variables])
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_flat_state_refuses_ref_variables():
+    with tf.Graph().as_default():
+        var = V1.Variable(np.ones(3, np.float32), use_resource=False)
+        with pytest.raises(ValueError, match="flat_state=True needs resource variables"):
+            PowerSignOptimizer(flat_state=True).apply_gradients([(tf.ones(3), var)])

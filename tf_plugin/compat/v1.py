@@ -5,6 +5,10 @@
 increments it); without it they keep their own count in a non-slot variable "iterations". Sparse gradients
 (``tf.IndexedSlices``) are densified (duplicate indices summed) and take the dense path; for PowerSign that equals
 tf.contrib's sparse update (m decays on every row, var moves only on rows with a non-zero gradient).
+
+``flat_state=True`` (resource variables) keeps the slots in one flat variable per dtype and slot name and runs one
+multi-tensor op per dtype and step (tf_plugin/compat/flat_v1.py); ``get_slot`` then returns tensors. The default
+keeps TF1's per-variable slot Variables, which TF1 code loads, saves and reads by variable.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import tensorflow as tf
 
 from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 from tf_plugin import raw_ops
+from tf_plugin.compat.flat_v1 import FlatV1Mixin
 
 _FEA = FUSED_EMA_ADAM.defaults
 
@@ -25,8 +30,19 @@ def _densify(values: tf.Tensor, indices: tf.Tensor, var) -> tf.Tensor:
     return tf.math.unsorted_segment_sum(values, indices, rows)
 
 
-class _CountingOptimizer(tf.compat.v1.train.Optimizer):
-    """Exposes the iteration count (global_step, or our own) to the update as ``self._step_count``."""
+class _CountingOptimizer(FlatV1Mixin, tf.compat.v1.train.Optimizer):
+    """Exposes the iteration count (global_step, or our own) to the update as ``self._step_count``; with flat state,
+    runs the step's multi-tensor ops instead of the base class's per-variable updates."""
+
+    def __init__(self, use_locking: bool, name: str, flat_state: bool):
+        super().__init__(use_locking, name)
+        self._flat_state = bool(flat_state)
+        self._flat_built: dict = {}
+
+    def get_slot(self, var, name):
+        if self._flat_state:
+            return self.flat_slot(var, name)
+        return super().get_slot(var, name)
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         grads_and_vars = tuple(grads_and_vars)
@@ -43,7 +59,17 @@ class _CountingOptimizer(tf.compat.v1.train.Optimizer):
             self._own_counter = None
             self._step_count = tf.convert_to_tensor(global_step)
         self._prepare_step()
-        return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+        if not self._flat_state:
+            return super().apply_gradients(grads_and_vars, global_step=global_step, name=name)
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            raise ValueError(f"No gradients provided for any variable: {[v.name for _, v in grads_and_vars]}")
+        with tf.name_scope(name or self._name):
+            finish = self._finish(self._apply_flat_gradients(pairs), "update")
+            if global_step is None:
+                return finish
+            with tf.control_dependencies([finish]):
+                return global_step.assign_add(1, read_value=False)
 
     def _prepare_step(self) -> None:
         """Called with ``self._step_count`` set, before the updates are built."""
@@ -72,7 +98,10 @@ class PowerSignOptimizer(_CountingOptimizer):
       learning_rate: a float or a scalar tensor.   base: the base of the sign factor (> 0).
       beta: the decay of the slot "m".   sign_decay_fn: ``fn(global_step) -> scalar`` (see tf_plugin.sign_decay).
       use_locking: lock the variables during the update.   name: the optimizer's name.
+      flat_state: one flat "m_<dtype>" per dtype and one multi-tensor op per step (resource variables).
     """
+
+    flat_slot_names = ("m",)
 
     def __init__(
         self,
@@ -82,8 +111,9 @@ class PowerSignOptimizer(_CountingOptimizer):
         sign_decay_fn: Callable | None = None,
         use_locking: bool = False,
         name: str = "PowerSign",
+        flat_state: bool = False,
     ):
-        super().__init__(use_locking, name)
+        super().__init__(use_locking, name, flat_state)
         if not base > 0:
             raise ValueError(f"base must be > 0, got {base!r}")
         self._lr, self._beta, self._logbase = learning_rate, beta, math.log(base)
@@ -111,6 +141,13 @@ class PowerSignOptimizer(_CountingOptimizer):
             **self._scalars(var.dtype.base_dtype),
         )
 
+    def _flat_initial(self, name, variables):
+        return None
+
+    def _apply_flat(self, flat, variables, grads, state_offsets, dtype):
+        return raw_ops.ResourceApplyMultiPowerSign(vars=variables, m=flat[0], grads=grads, use_locking=self._use_locking,
+                                                   state_offsets=state_offsets, **self._scalars(tf.as_dtype(dtype)))
+
     def _resource_apply_dense(self, grad, handle):
         return raw_ops.ResourceApplyPowerSign(
             var=handle.handle, m=self.get_slot(handle, "m").handle, grad=grad, use_locking=self._use_locking,
@@ -125,8 +162,11 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
     which starts as a copy of the variable; ``get_slot(var, "s")`` is the averaged weight.
 
     Args: as ``tf_plugin.raw_ops.ApplyFusedEmaAdam`` (mode 1 = AdamW, 0 = L2), plus learning_rate (a float or a
-    scalar tensor, fed to the op as a float32 tensor), use_locking and name.
+    scalar tensor, fed to the op as a float32 tensor), use_locking, name and flat_state (one flat "m_<dtype>",
+    "v_<dtype>", "s_<dtype>" per dtype and one multi-tensor op per step; resource variables).
     """
+
+    flat_slot_names = ("m", "v", "s")
 
     def __init__(
         self,
@@ -140,8 +180,9 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
         bias_correction: bool = _FEA["bias_correction"],
         use_locking: bool = False,
         name: str = "FusedEmaAdam",
+        flat_state: bool = False,
     ):
-        super().__init__(use_locking, name)
+        super().__init__(use_locking, name, flat_state)
         self._lr = learning_rate
         self._attrs = {
             "beta1": beta1, "beta2": beta2, "eps": epsilon, "ema_decay": ema_decay, "weight_decay": weight_decay,
@@ -162,6 +203,16 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
             var=var, m=self.get_slot(var, "m"), v=self.get_slot(var, "v"), s=self.get_slot(var, "s"), grad=grad,
             use_locking=self._use_locking, **self._inputs(),
         )
+
+    def _flat_initial(self, name, variables):
+        if name != "s":
+            return None
+        return tf.concat([tf.reshape(_current_value(v), [-1]) for v in variables], 0)
+
+    def _apply_flat(self, flat, variables, grads, state_offsets, dtype):
+        return raw_ops.ResourceApplyMultiFusedEmaAdam(
+            vars=variables, m=flat[0], v=flat[1], s=flat[2], grads=grads, use_locking=self._use_locking,
+            state_offsets=state_offsets, **self._inputs())
 
     def _resource_apply_dense(self, grad, handle):
         return raw_ops.ResourceApplyFusedEmaAdam(
