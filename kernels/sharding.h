@@ -1,11 +1,11 @@
 // The one sharding plan of the kernels, used by the TF ops (TensorFlow's intra-op pool) and by the pybind11
 // binding (its own threads): how an update of n elements, each moving bytes_per_element bytes, is cut into blocks.
-// Small updates run inline (dispatching costs a few microseconds, more than the work); large ones are cut into one
-// block per thread, so that TF's ParallelFor runs one in the calling thread (with more blocks than threads it queues
-// them all on the pool and the caller waits: float16 PowerSign at 16M took 3.3-3.5 ms that way, 2.5-2.8 ms with one
-// block per thread; FusedEmaAdam float32 13.2 vs 12.2 ms, bench/NOTES.md). Each block is a multiple of 64 elements
-// so that block edges fall on cache lines and on the vector width of every storage type, and each at least half the
-// inline size so that no block is all overhead.
+// Small updates run inline (dispatching costs a few microseconds, more than the work); large ones are cut into a
+// few blocks per thread, which TF's ParallelFor queues on the intra-op pool. (One block per thread makes the calling
+// thread run one: faster when the op runs alone, but much slower right after another op whose pool threads still
+// spin, as in a training step: bench/NOTES.md.) Each block is a multiple of 64 elements so that block edges fall on
+// cache lines and on the vector width of every storage type, and each at least half the inline size so that no
+// block is all overhead.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,7 @@ namespace optim_kernels {
 
 constexpr int64_t kInlineBytes = 256 * 1024;
 constexpr int64_t kBlockAlign = 64;
-constexpr int64_t kBlocksPerThread = 1;
+constexpr int64_t kBlocksPerThread = 4;
 
 // The block size for `threads` workers, or 0 when the update should run inline in the calling thread.
 inline int64_t shard_block(int64_t n, int64_t bytes_per_element, int64_t threads) {
