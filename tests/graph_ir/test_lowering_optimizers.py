@@ -83,3 +83,38 @@ def test_fused_ema_adam_float_lr_becomes_the_attribute():
     optimizer.learning_rate = 0.005  # a new learning rate: lower again
     again = graph_ir.from_tensorflow(step.get_concrete_function(*specs))
     assert [n.attrs["lr"] for n in again.nodes_of_type("ApplyFusedEmaAdam")] == [pytest.approx(0.005)] * 2
+
+
+def test_multi_tensor_step_with_a_variable_left_out_and_no_decay(tmp_path):
+    """A step that updates two of three variables (state_offsets), one excluded from weight decay (no_decay): the
+    lowering gives one ApplyFusedEmaAdam per updated variable, weight_decay 0 on the excluded one, and the left-out
+    variable's parts of the flat slots stay as they are."""
+    shapes = ((5, 3), (4,), (7,))
+    rng = np.random.default_rng(32)
+    variables = [keras.Variable(random_tensor(rng, s, "float32"), name=n) for s, n in zip(shapes, ("a", "b", "bias"))]
+    optimizer = FusedEmaAdam(0.01, weight_decay=0.05, ema_decay=0.9)
+    optimizer.exclude_from_weight_decay(var_names=["bias"])
+    optimizer.build(variables)
+
+    @tf.function
+    def step(g0, g2):
+        optimizer.apply_gradients([(g0, variables[0]), (g2, variables[2])])
+
+    specs = [tf.TensorSpec(shapes[0], tf.float32), tf.TensorSpec(shapes[2], tf.float32)]
+    graph = graph_ir.from_tensorflow(step, *specs)
+    ops = graph.nodes_of_type("ApplyFusedEmaAdam")
+    assert sorted(n.attrs["weight_decay"] for n in ops) == [0.0, pytest.approx(0.05)]
+
+    def feeds(k):
+        rng_k = np.random.default_rng(300 + k)
+        return [random_tensor(rng_k, shapes[0], "float32"), random_tensor(rng_k, shapes[2], "float32")]
+
+    compared = captured(graph, [*variables, *optimizer.variables])
+    flat = [v for v in optimizer.variables if v.name.endswith("_float32")]
+    assert all(len(graph.flat_state_parts(v)) == 2 for v in flat)
+    b_before = variables[1].numpy().copy()
+    differences = run_side_by_side(graph, step, feeds, compared, str(tmp_path))
+    assert max(differences.values()) <= RTOL, differences
+    np.testing.assert_array_equal(variables[1].numpy(), b_before)  # left out: untouched in TF, absent in GE
+    m = next(v for v in flat if v.name.startswith("m_")).numpy()
+    np.testing.assert_array_equal(m[15:19], 0.0)

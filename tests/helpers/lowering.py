@@ -65,9 +65,12 @@ def _values(graph: graph_ir.Graph, session: graph_ir.Session, variables: Sequenc
     for v in variables:
         try:
             out.append(session.get_variables([graph.variable_name(v)])[0])
-        except KeyError:
+        except KeyError:  # elements no GE part holds (variables the step does not update) are TF's, unchanged
             parts = graph.flat_state_parts(v)
-            out.append(np.concatenate([np.ravel(x) for x in session.get_variables([p[0] for p in parts])]))
+            full = np.array(v.numpy(), copy=True)
+            for (_, offset, _), x in zip(parts, session.get_variables([p[0] for p in parts])):
+                full[offset:offset + x.size] = np.ravel(x)
+            out.append(full)
     return out
 
 

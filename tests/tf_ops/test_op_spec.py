@@ -42,6 +42,25 @@ def test_op_def_matches_signature(sig, resource):
     assert set(attrs) == {"T", *(a.name for a in sig.attrs)}
 
 
+@pytest.mark.parametrize("sig", signatures.ALL_MULTI, ids=lambda s: s.name)
+def test_multi_tensor_op_def_matches_signature(sig):
+    op_def = op_def_registry.get(sig.resource_op)
+    assert [a.name for a in op_def.input_arg] == [i.name for i in sig.inputs]
+    for arg, declared in zip(op_def.input_arg, sig.inputs):
+        assert arg.number_attr == ("N" if declared.many else "")
+        if declared.state:
+            assert arg.type == tf.resource.as_datatype_enum
+        elif declared.dtype == "T":
+            assert arg.type_attr == "T"
+    attrs = {a.name: a for a in op_def.attr}
+    assert set(attrs) == {"N", "T", *(a.name for a in sig.attrs)}
+    assert {a.name for a in sig.single.attrs} <= set(attrs)  # the single op's attributes, same defaults
+    for declared in sig.single.attrs:
+        value = getattr(attrs[declared.name].default_value, ATTR_FIELD[declared.type])
+        assert value == pytest.approx(declared.default, rel=1e-7)
+    assert list(attrs["state_offsets"].default_value.list.i) == []
+
+
 def test_wrapper_defaults_match_signature():
     params = inspect.signature(tf_plugin.raw_ops.ResourceApplyFusedEmaAdam).parameters
     for declared in signatures.FUSED_EMA_ADAM.attrs:
@@ -84,13 +103,17 @@ def test_every_attribute_boundary_on_both_sides(sig, name, value, accepted):
     call = lambda: tf_plugin.raw_ops.ResourceApplyFusedEmaAdam(
         var=variables[0], m=variables[1], v=variables[2], s=variables[3], grad=np.ones(3, np.float32), step=1,
         lr=0.01, **{name: value})
-    if accepted:
-        call()
-    else:
-        with pytest.raises(tf.errors.InvalidArgumentError, match=f"{name} must be"):
-            call()
-        for v, b in zip(variables, before):
-            np.testing.assert_array_equal(v.numpy(), b)
+    multi = lambda: tf_plugin.raw_ops.ResourceApplyMultiFusedEmaAdam(  # the multi-tensor op reads the same rules
+        vars=[variables[0]], m=variables[1], v=variables[2], s=variables[3], grads=[np.ones(3, np.float32)], step=1,
+        lr=0.01, **{name: value})
+    for run in (call, multi):
+        if accepted:
+            run()
+        else:
+            with pytest.raises(tf.errors.InvalidArgumentError, match=f"{name} must be"):
+                run()
+            for v, b in zip(variables, before):
+                np.testing.assert_array_equal(v.numpy(), b)
 
 
 @pytest.mark.parametrize("bias_correction", [True, False])
@@ -113,6 +136,9 @@ def test_every_input_rule_on_both_sides(name, value, bias_correction):
         lambda: graph_ir.kernels.apply_fused_ema_adam(np.ones(3, np.float32), *arrays, inputs["step"],
                                                       lr=inputs["lr"], bias_correction=bias_correction),
         lambda: check_input_value(sig, name, value, {"bias_correction": bias_correction}),
+        lambda: tf_plugin.raw_ops.ResourceApplyMultiFusedEmaAdam(
+            vars=[variables[0]], m=variables[1], v=variables[2], s=variables[3], grads=[np.ones(3, np.float32)],
+            bias_correction=bias_correction, **inputs),
     ):
         try:
             call()
@@ -120,7 +146,7 @@ def test_every_input_rule_on_both_sides(name, value, bias_correction):
         except (ValueError, tf.errors.InvalidArgumentError) as e:
             assert f"{name} must be" in str(e)
             results.append(False)
-    assert results == [accepted] * 3
+    assert results == [accepted] * 4
 
 
 def test_generated_header_is_what_the_build_compiled():
