@@ -131,8 +131,27 @@ class GeSide:
     dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
 
 
+class _Lookups:
+    """What both kinds of signature answer from their ``inputs`` and ``attrs``."""
+
+    inputs: tuple[Input, ...]
+    attrs: tuple[Attr, ...]
+
+    @property
+    def state_inputs(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs if i.state)
+
+    def input(self, name: str) -> Input:
+        return next(i for i in self.inputs if i.name == name)
+
+    @property
+    def defaults(self) -> dict[str, float | int | bool | tuple[int, ...]]:
+        """Attribute name -> default value (TF attributes; GE-only attributes such as lr are in ge.attr_inputs)."""
+        return {a.name: a.default for a in self.attrs}
+
+
 @dataclass(frozen=True)
-class OpSignature:
+class OpSignature(_Lookups):
     """One operator: its TF inputs in order, its attributes, the allowed T, its formula and its GE side."""
 
     name: str  # "PowerSign" -> TfPluginApplyPowerSign / TfPluginResourceApplyPowerSign
@@ -150,13 +169,6 @@ class OpSignature:
     def resource_op(self) -> str:
         return f"{OP_PREFIX}ResourceApply{self.name}"
 
-    @property
-    def state_inputs(self) -> tuple[str, ...]:
-        return tuple(i.name for i in self.inputs if i.state)
-
-    def input(self, name: str) -> Input:
-        return next(i for i in self.inputs if i.name == name)
-
     def attr(self, name: str) -> Attr:
         return next(a for a in (*self.attrs, *self.ge.attr_inputs) if a.name == name)
 
@@ -165,21 +177,17 @@ class OpSignature:
         """The GE operator's attributes: the TF inputs GE makes attributes (lr), then the TF attributes GE has."""
         return (*self.ge.attr_inputs, *(a for a in self.attrs if a.name not in self.ge.tf_only_attrs))
 
-    @property
-    def defaults(self) -> dict[str, float | int | bool]:
-        """Attribute name -> default value (TF attributes; GE-only attributes such as lr are in ge.attr_inputs)."""
-        return {a.name: a.default for a in self.attrs}
-
 
 @dataclass(frozen=True)
-class MultiOpSignature:
+class MultiOpSignature(_Lookups):
     """The multi-tensor form of an operator: one call updates N variables of one dtype.
 
     The variables and their gradients are lists (``vars``, ``grads``). The state the optimizer keeps (PowerSign's m;
     FusedEmaAdam's m, v, s) is one flat 1-D variable per name, holding every variable's state concatenated in
     ``vars`` order: variable k owns elements [offset_k, offset_k + size_k), offset_k the sum of the sizes before it
-    (or ``state_offsets[k]`` when that attribute is given, for a subset of a larger layout). Each variable's result is bitwise what the single-tensor operator gives. Resource variables only; GE has no such
-    operator, so the lowering expands it into one GE operator per variable.
+    (or ``state_offsets[k]`` when that attribute is given, for a subset of a larger layout). Each variable's result
+    is bitwise what the single-tensor operator gives. Resource variables only; GE has no such operator, so the
+    lowering expands it into one GE operator per variable.
     """
 
     single: OpSignature
@@ -220,20 +228,9 @@ class MultiOpSignature:
         return self.single.dtypes
 
     @property
-    def state_inputs(self) -> tuple[str, ...]:
-        return tuple(i.name for i in self.inputs if i.state)
-
-    @property
     def formula(self) -> str:
         return (f"for each k: {self.single.name} on vars[k] and grads[k], with the state slices "
                 f"[offset_k, offset_k + size_k) of {', '.join(self.flat_state)}\n{self.single.formula}")
 
-    def input(self, name: str) -> Input:
-        return next(i for i in self.inputs if i.name == name)
-
     def attr(self, name: str) -> Attr:
         return next(a for a in (*self.attrs, *self.single.ge.attr_inputs) if a.name == name)
-
-    @property
-    def defaults(self) -> dict[str, float | int | bool | tuple[int, ...]]:
-        return {a.name: a.default for a in self.attrs}
