@@ -168,6 +168,42 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     return bound
 
 
+def _check_multi_layout(variables, flat: dict, grads, state_offsets, dtype: tf.DType) -> None:
+    """The fused kernel's layout checks, for the portable path (XLA has no run-time errors): no variable twice, each
+    gradient of its variable's shape, each flat variable holding the state of all variables (or, with
+    state_offsets, every range inside it and none overlapping). Shapes unknown when tracing are left to the ops."""
+    objects = [getattr(v, "value", v) if not isinstance(v, tf.Variable) else v for v in (*variables, *flat.values())]
+    names = [f"vars[{k}]" for k in range(len(variables))] + list(flat)
+    seen: dict[int, str] = {}
+    for name, obj in zip(names, objects):
+        if id(obj) in seen:
+            raise _invalid(f"{seen[id(obj)]} and {name} are the same variable; each variable may appear once")
+        seen[id(obj)] = name
+        held = getattr(obj, "dtype", dtype)
+        if isinstance(obj, tf.Variable) and held.base_dtype != dtype:
+            raise _invalid(f"{name} is a variable of dtype {held.base_dtype.name} but the op's T is {dtype.name}")
+    sizes = []
+    for k, (var, grad) in enumerate(zip(variables, grads)):
+        shape = tf.TensorShape(getattr(var, "shape", None))
+        if shape.is_fully_defined() and grad.shape.is_fully_defined() and shape != grad.shape:
+            raise _invalid(f"vars[{k}] and grads[{k}] do not have the same shape{shape} {grad.shape}")
+        sizes.append(grad.shape.num_elements())
+    for name, var in flat.items():
+        size = tf.TensorShape(getattr(var, "shape", None)).num_elements()
+        if size is None or None in sizes:
+            continue
+        if not state_offsets and size != sum(sizes):
+            raise _invalid(f"{name} must be a flat variable of shape [{sum(sizes)}] (the elements of all N "
+                           f"variables), got [{size}]")
+        ranges = sorted(zip(state_offsets, sizes, range(len(sizes))))
+        for (start, count, k), nxt in zip(ranges, [*ranges[1:], None]):
+            if start < 0 or start + count > size:
+                raise _invalid(f"state_offsets[{k}] = {start}: vars[{k}]'s {count} elements do not fit in the flat "
+                               f"state of {size}")
+            if nxt is not None and start + count > nxt[0]:
+                raise _invalid(f"state_offsets: the state of vars[{k}] and vars[{nxt[2]}] overlap")
+
+
 def _portable_multi(msig: op_spec.MultiOpSignature, variables, flat, grads, dtype, kwargs):
     if msig.single is op_spec.POWER_SIGN:
         scalars = [kwargs[n] for n in ("lr", "logbase", "sign_decay", "beta")]
@@ -226,6 +262,8 @@ def _make_multi_wrapper(msig: op_spec.MultiOpSignature):
             if key in kwargs:
                 kwargs[key] = [int(k) for k in kwargs[key]]
         path = path_for(variables[0])
+        if path != FUSED:  # the fused kernel checks the layout itself, before it writes
+            _check_multi_layout(variables, flat, grads, kwargs["state_offsets"], dtype)
         variables = [_handle(v) for v in variables]
         flat = {n: _handle(v) for n, v in flat.items()}
         if path == FUSED:
