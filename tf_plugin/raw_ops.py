@@ -97,12 +97,18 @@ def _portable_power_sign(state, dtype, resource, kwargs):
                                kwargs["beta"], kwargs["grad"], kwargs["use_locking"])
 
 
-def _portable_fused_ema_adam(state, dtype, resource, kwargs):
+def _checked_fused_ema_adam_attrs(kwargs) -> dict:
+    """FusedEmaAdam's attributes from a call, checked by the rules the fused op checks when it is built."""
     attrs = {a.name: kwargs[a.name] for a in op_spec.FUSED_EMA_ADAM.attrs}
-    try:  # the rules the fused op checks when it is built
+    try:
         op_spec.checks.check_attrs(op_spec.FUSED_EMA_ADAM, attrs)
     except (TypeError, ValueError) as e:
         raise _invalid(str(e)) from None
+    return attrs
+
+
+def _portable_fused_ema_adam(state, dtype, resource, kwargs):
+    attrs = _checked_fused_ema_adam_attrs(kwargs)
     return portable.fused_ema_adam(state, dtype, resource, kwargs["grad"], kwargs["step"], kwargs["lr"], attrs,
                                    kwargs["use_locking"])
 
@@ -110,16 +116,29 @@ def _portable_fused_ema_adam(state, dtype, resource, kwargs):
 _PORTABLE = {"PowerSign": _portable_power_sign, "FusedEmaAdam": _portable_fused_ema_adam}
 
 
+def _conversions(sig) -> list[tuple[str, tf.DType | None, str]]:
+    """Per single non-state input: its name, its fixed dtype (None: T) and why, decided once, not per call."""
+    return [(i.name, None if i.dtype == "T" else tf.as_dtype(i.dtype),
+             f"all {sig.name} tensors share T = {{T}}" if i.dtype == "T" else f"{i.name} is a {i.dtype} tensor")
+            for i in sig.inputs if not i.state and not i.many]
+
+
+def _keyword_signature(sig, single: op_spec.OpSignature) -> inspect.Signature:
+    """Keyword-only: the inputs (lr defaults to its GE default), the attributes with their defaults, then name."""
+    defaults = {a.name: a.default for a in single.ge.attr_inputs}  # TF inputs that GE makes attributes (lr)
+    params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
+                                default=defaults.get(i.name, inspect.Parameter.empty)) for i in sig.inputs]
+    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=a.default) for a in sig.attrs]
+    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params)
+
+
 def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
     op_type = sig.resource_op if resource else sig.ref_op
     public = op_type[len(op_spec.OP_PREFIX):]
-    defaults = {a.name: a.default for a in sig.ge.attr_inputs}  # TF inputs that GE makes attributes (lr)
     t_source = "grad" if resource else "var"  # the input that decides T
     op = getattr(_loader.load(), _snake(op_type))
-    # Per non-state input: its name, its fixed dtype (None: T) and why, decided once, not per call.
-    converted = [(i.name, None if i.dtype == "T" else tf.as_dtype(i.dtype),
-                  f"all {sig.name} tensors share T = {{T}}" if i.dtype == "T" else f"{i.name} is a {i.dtype} tensor")
-                 for i in sig.inputs if not i.state]
+    converted = _conversions(sig)
 
     def wrapper(**kwargs):
         state = {n: kwargs.pop(n) for n in sig.state_inputs}
@@ -137,12 +156,8 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
         with tf.name_scope(name or public):
             return _PORTABLE[sig.name](state, dtype, resource, kwargs)
 
-    params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
-                                default=defaults.get(i.name, inspect.Parameter.empty)) for i in sig.inputs]
-    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=a.default) for a in sig.attrs]
-    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
-    signature = inspect.Signature(params)
-
+    signature = _keyword_signature(sig, sig)
+    params = list(signature.parameters.values())
     keyword_defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
     required = {p.name for p in params if p.default is inspect.Parameter.empty}
     known = {p.name for p in params}
@@ -209,11 +224,7 @@ def _portable_multi(msig: op_spec.MultiOpSignature, variables, flat, grads, dtyp
         scalars = [kwargs[n] for n in ("lr", "logbase", "sign_decay", "beta")]
         return portable.multi_tensor(lambda k, read, grad: portable.power_sign_values(read, dtype, *scalars, grad),
                                      variables, flat, grads, dtype, kwargs["state_offsets"])
-    attrs = {a.name: kwargs[a.name] for a in op_spec.FUSED_EMA_ADAM.attrs}
-    try:
-        op_spec.checks.check_attrs(op_spec.FUSED_EMA_ADAM, attrs)
-    except (TypeError, ValueError) as e:
-        raise _invalid(str(e)) from None
+    attrs = _checked_fused_ema_adam_attrs(kwargs)
     no_decay = set(kwargs["no_decay"])
     step, lr = kwargs["step"], kwargs["lr"]
 
@@ -229,15 +240,8 @@ def _make_multi_wrapper(msig: op_spec.MultiOpSignature):
     """The wrapper of a multi-tensor op: vars and grads are lists of N, the flat state one variable per name."""
     public = msig.resource_op[len(op_spec.OP_PREFIX):]
     op = getattr(_loader.load(), _snake(msig.resource_op))
-    defaults = {a.name: a.default for a in msig.single.ge.attr_inputs}
-    converted = [(i.name, None if i.dtype == "T" else tf.as_dtype(i.dtype),
-                  f"all {msig.name} tensors share T = {{T}}" if i.dtype == "T" else f"{i.name} is a {i.dtype} tensor")
-                 for i in msig.inputs if not i.state and not i.many]
-    params = [inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY,
-                                default=defaults.get(i.name, inspect.Parameter.empty)) for i in msig.inputs]
-    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY, default=a.default) for a in msig.attrs]
-    params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
-    signature = inspect.Signature(params)
+    converted = _conversions(msig)
+    signature = _keyword_signature(msig, msig.single)
 
     def wrapper(*args, **kwargs):
         if args:

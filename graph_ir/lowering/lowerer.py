@@ -17,7 +17,7 @@ from graph_ir.dtypes import from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.capture import attr_value, parse_tensor
-from graph_ir.lowering.multi import flat_inputs, lower_multi
+from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
 from graph_ir.lowering.table import (
     ASSIGNS,
     ELEMENTWISE,
@@ -27,7 +27,6 @@ from graph_ir.lowering.table import (
     MULTI_LOWERINGS,
     OpLowering,
     lowered_types,
-    multi_input_names,
 )
 from graph_ir.nodes import Handle, Node, TensorDesc
 
@@ -52,15 +51,16 @@ class Lowerer:
         self.split_flat: set[str] = set()  # flat-state variable nodes split per variable (graph_ir/lowering/multi.py)
         self.scalar_only = self._scalar_only_sources()
         # Variable nodes the step writes (their values are not known when lowering).
-        self.written = {parse_tensor(n.input[0])[0] for n in self.nodes.values()
-                        if (n.op in ASSIGNS or n.op in LOWERINGS) and n.input}
-        for n in self.nodes.values():
-            if n.op in MULTI_LOWERINGS:
-                names = multi_input_names(MULTI_LOWERINGS[n.op][0], int(attr_value(n, "N")))
-                self.written |= {parse_tensor(t)[0] for name, t in zip(names, n.input)
-                                 if MULTI_LOWERINGS[n.op][0].input(name).state}
+        self.written = {parse_tensor(t)[0] for n in self.nodes.values() for t in self._writes(n)}
 
     # -- inputs of a node -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _writes(node) -> list[str]:
+        """The variable tensors a node writes."""
+        if node.op in MULTI_LOWERINGS:
+            return state_inputs(node)
+        return node.input[:1] if node.op in ASSIGNS or node.op in LOWERINGS else []
 
     def _through_identities(self, name: str) -> str:
         while self.nodes[name].op in IDENTITIES and self.nodes[name].op != "ReadVariableOp":
@@ -75,8 +75,7 @@ class Lowerer:
             if node.op in LOWERINGS:
                 lowering, names = LOWERINGS[node.op], LOWERINGS[node.op].tf_inputs
             elif node.op in MULTI_LOWERINGS:
-                lowering = MULTI_LOWERINGS[node.op][1]
-                names = multi_input_names(MULTI_LOWERINGS[node.op][0], int(attr_value(node, "N")))
+                lowering, names = MULTI_LOWERINGS[node.op][1], input_names(node)
             else:
                 lowering, names = None, ()
             for k, tensor in enumerate(t for t in node.input if not t.startswith("^")):

@@ -13,19 +13,29 @@ from graph_ir.lowering.table import MULTI_LOWERINGS, multi_input_names
 from graph_ir.nodes import Node
 
 
+def input_names(node) -> list[str]:
+    """The names of a multi-tensor node's data inputs, N-expanded, in TF order ("vars", ..., "m", ..., "grads", ...)."""
+    return multi_input_names(MULTI_LOWERINGS[node.op][0], int(attr_value(node, "N")))
+
+
+def state_inputs(node) -> list[str]:
+    """The tensors a multi-tensor node writes: its variables and its flat state."""
+    sig = MULTI_LOWERINGS[node.op][0]
+    return [t for name, t in zip(input_names(node), node.input) if sig.input(name).state]
+
+
 def flat_inputs(node) -> list[str]:
     """The data inputs of a multi-tensor node that are flat state (they are split, never lowered whole)."""
-    sig, _ = MULTI_LOWERINGS[node.op]
-    names = multi_input_names(sig, int(attr_value(node, "N")))
+    sig = MULTI_LOWERINGS[node.op][0]
     data = [t for t in node.input if not t.startswith("^")]
-    return [t for name, t in zip(names, data) if name in sig.flat_state]
+    return [t for name, t in zip(input_names(node), data) if name in sig.flat_state]
 
 
 def lower_multi(lowerer, node, data: list[str], controls: list[Node]) -> list[Node]:
     """The GE optimizer ops of one multi-tensor node, one per variable, in vars order."""
     sig, single = MULTI_LOWERINGS[node.op]
     n = int(attr_value(node, "N"))
-    names = multi_input_names(sig, n)
+    names = input_names(node)
     if len(data) != len(names):
         raise LoweringError(f"{node.op} {node.name!r}: {len(data)} inputs, expected {len(names)}")
     by_kind: dict[str, list[str]] = {}

@@ -25,8 +25,8 @@ class FlatV1Mixin:
 
     flat_slot_names: tuple[str, ...] = ()
 
-    def _flat_state_for(self, variables: list) -> tuple[FlatLayout, dict, list]:
-        """The layout and flat variables of this graph (made on the first call, for its variables)."""
+    def _flat_state_for(self, variables: list) -> tuple[FlatLayout, dict, dict]:
+        """The layout, flat variables and id(variable) -> index of this graph (made on the first call)."""
         key = _graph_key()
         built = self._flat_built.get(key)
         if built is None:
@@ -41,8 +41,10 @@ class FlatV1Mixin:
                             initial = tf.zeros([layout.totals[dtype]], dtype)
                         flat[name][dtype] = self._create_non_slot_variable(
                             initial_value=initial, name=f"{name}_{dtype}", colocate_with=members[0])
-            built = self._flat_built[key] = (layout, flat, list(variables))
-        return built
+            # Indexed by id(); the list keeps the variables alive so that no id is reused while it is in use.
+            built = (layout, flat, {id(v): i for i, v in enumerate(variables)}, list(variables))
+            self._flat_built[key] = built
+        return built[:3]
 
     def _apply_flat_gradients(self, pairs: list) -> list:
         """One multi-tensor op per dtype over (grad, var) pairs; returns the update ops."""
@@ -50,8 +52,7 @@ class FlatV1Mixin:
             if not resource_variable(var):
                 raise ValueError(f"flat_state=True needs resource variables; {var.name} is a ref variable (use "
                                  "tf.compat.v1.get_variable(..., use_resource=True) or flat_state=False)")
-        layout, flat, known = self._flat_state_for([v for _, v in pairs])
-        index = {id(v): i for i, v in enumerate(known)}
+        layout, flat, index = self._flat_state_for([v for _, v in pairs])
         by_dtype: dict[str, list] = {}
         for grad, var in pairs:
             if id(var) not in index:
@@ -72,21 +73,25 @@ class FlatV1Mixin:
         built = self._flat_built.get(_graph_key())
         if built is None or name not in self.flat_slot_names:
             return None
-        layout, flat, known = built
-        for i, v in enumerate(known):
-            if v is var:
-                place = layout.places[i]
-                value = tf.convert_to_tensor(flat[name][place.dtype])
-                return tf.reshape(value[place.offset:place.offset + place.size], place.shape)
-        return None
+        layout, flat, index = built[:3]
+        if id(var) not in index:
+            return None
+        place = layout.places[index[id(var)]]
+        value = tf.convert_to_tensor(flat[name][place.dtype])
+        return tf.reshape(value[place.offset:place.offset + place.size], place.shape)
 
 
 def resource_variable(var) -> bool:
     return getattr(var, "handle", None) is not None and var.handle.dtype == tf.resource
 
 
+def densify(values: tf.Tensor, indices: tf.Tensor, var) -> tf.Tensor:
+    """A sparse gradient as the dense one of var's shape, duplicate indices summed."""
+    rows = tf.shape(var, out_type=indices.dtype)[0]
+    return tf.math.unsorted_segment_sum(values, indices, rows)
+
+
 def _dense(grad, var) -> tf.Tensor:
     if isinstance(grad, tf.IndexedSlices):
-        rows = tf.shape(var, out_type=grad.indices.dtype)[0]
-        return tf.math.unsorted_segment_sum(grad.values, grad.indices, rows)
+        return densify(grad.values, grad.indices, var)
     return tf.convert_to_tensor(grad)

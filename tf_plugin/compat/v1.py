@@ -20,14 +20,9 @@ import tensorflow as tf
 
 from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 from tf_plugin import raw_ops
-from tf_plugin.compat.flat_v1 import FlatV1Mixin
+from tf_plugin.compat.flat_v1 import FlatV1Mixin, densify
 
 _FEA = FUSED_EMA_ADAM.defaults
-
-
-def _densify(values: tf.Tensor, indices: tf.Tensor, var) -> tf.Tensor:
-    rows = tf.shape(var, out_type=indices.dtype)[0]
-    return tf.math.unsorted_segment_sum(values, indices, rows)
 
 
 class _CountingOptimizer(FlatV1Mixin, tf.compat.v1.train.Optimizer):
@@ -81,10 +76,10 @@ class _CountingOptimizer(FlatV1Mixin, tf.compat.v1.train.Optimizer):
             return tf.group(self._own_counter.assign_add(1), name=name_scope)
 
     def _apply_sparse_duplicate_indices(self, grad, var):
-        return self._apply_dense(_densify(grad.values, grad.indices, var), var)
+        return self._apply_dense(densify(grad.values, grad.indices, var), var)
 
     def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices, **kwargs):
-        return self._resource_apply_dense(_densify(grad, indices, handle), handle)
+        return self._resource_apply_dense(densify(grad, indices, handle), handle)
 
 
 class PowerSignOptimizer(_CountingOptimizer):

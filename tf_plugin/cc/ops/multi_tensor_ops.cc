@@ -40,9 +40,8 @@ absl::Status MultiPowerSignShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(ReadMultiPowerSignAttrs(c, &attrs));
   int n;
   TF_RETURN_IF_ERROR(c->GetAttr("N", &n));
-  for (int k = 1; k <= 4; ++k) {
-    TF_RETURN_IF_ERROR(CheckScalarLike(c, n + k, k == 1 ? "lr" : k == 2 ? "logbase" : k == 3 ? "sign_decay" : "beta"));
-  }
+  static const char* const kScalars[] = {"lr", "logbase", "sign_decay", "beta"};  // inputs N+1 .. N+4
+  for (int k = 0; k < 4; ++k) TF_RETURN_IF_ERROR(CheckScalarLike(c, n + 1 + k, kScalars[k]));
   return MultiShape(c, n, 1, n + 5, attrs.state_offsets.empty());
 }
 
