@@ -15,8 +15,9 @@ import tf_plugin
 from bench.timing import median_ms_interleaved, save_rows
 
 
-def candidates(size: int, dtype: tf.DType) -> dict:
-    """{"stock": fn, "ours": fn}: one ResourceApplyPowerSign call each, in a tf.function, on their own variables."""
+def candidates(size: int, dtype: tf.DType, calls: int = 1) -> dict:
+    """{"stock": fn, "ours": fn}: each a tf.function making `calls` ResourceApplyPowerSign calls (in sequence, on the
+    same variables) on their own variables."""
     rng = np.random.default_rng(0)
     grad = tf.cast(rng.standard_normal(size), dtype)
     scalars = {k: tf.constant(v, dtype) for k, v in {"lr": 1e-3, "logbase": 1.0, "sign_decay": 0.5, "beta": 0.9}.items()}
@@ -26,7 +27,8 @@ def candidates(size: int, dtype: tf.DType) -> dict:
         m = tf.Variable(tf.cast(rng.standard_normal(size), dtype))
 
         def call(op=op, var=var, m=m) -> None:
-            op(var=var.handle, m=m.handle, grad=grad, **scalars)
+            for _ in range(calls):  # resource updates in a tf.function run in program order
+                op(var=var.handle, m=m.handle, grad=grad, **scalars)
 
         fns[label] = tf.function(call)
     return fns

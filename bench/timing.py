@@ -11,12 +11,17 @@ import numpy as np
 
 
 def median_ms_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median milliseconds per call of each function, calling them round-robin `repeats` times after a warm-up."""
+    """Median milliseconds per call of each function, calling them round-robin `repeats` times after a warm-up.
+    Each round calls them in a new (seeded) random order: a call right after a large one pays for the dirty cache
+    lines and the still-spinning pool threads that one leaves, and a fixed order would charge that to the same
+    candidate every time."""
     for fn in fns.values():
         fn()  # trace and warm up
     times: dict[str, list[float]] = {name: [] for name in fns}
+    rng = np.random.default_rng(0)
     for _ in range(repeats):
-        for name, fn in fns.items():
+        for name in rng.permutation(list(fns)):
+            fn = fns[name]
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

@@ -73,7 +73,10 @@ Isa best_supported_isa() {
 #if OPTIM_HAVE_X86_PATHS
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
-    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq")) return Isa::kAvx512Bf16;
+    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw")) {
+      return Isa::kAvx512Bf16;
+    }
     return Isa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {

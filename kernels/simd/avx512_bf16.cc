@@ -1,5 +1,5 @@
 // The AVX-512F path with the AVX512_BF16 conversion (vcvtneps2bf16) for bfloat16 stores. Compiled with -mavx512f
-// -mavx512bf16 -mavx512dq (see setup.py / BUILD); called only when CPUID has all three.
+// -mavx512bf16 -mavx512dq -mavx512bw (see kernels/sources.json); called only when CPUID has all four.
 #include "kernels/simd/kernel_table.h"
 
 #define OPTIM_SIMD_NS avx512bf16

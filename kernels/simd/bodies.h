@@ -29,25 +29,67 @@ struct PowerSignVecs {
         zero(set1(s.scale_zero)), pos(set1(s.scale_pos)) {}
 };
 
-// One vector of PowerSign, in the steps of power_sign_loop (kernels/power_sign.h): scale_neg or scale_pos by whether
+// One loop step of storage type T: Block<T>::kParts float32 vectors, kParts * Vec::kWidth elements. One vector,
+// unless the path packs two (OPTIM_PAIRED_BFLOAT16: bfloat16 as the even and odd elements of one 64-byte load,
+// vec_avx512.h), which saves the widening shuffles of the natural order.
+template <typename T>
+struct Block {
+  static constexpr int kParts = 1;
+  Vec part[1];
+};
+template <typename T>
+inline Block<T> load_block(const T* p) {
+  return {{load(p)}};
+}
+template <typename T>
+inline void store_block(T* p, const Block<T>& b) {
+  store(p, b.part[0]);
+}
+#ifdef OPTIM_PAIRED_BFLOAT16
+template <>
+struct Block<bfloat16_t> {
+  static constexpr int kParts = 2;
+  Vec part[2];
+};
+template <>
+inline Block<bfloat16_t> load_block(const bfloat16_t* p) {
+  Block<bfloat16_t> b;
+  load_even_odd(p, &b.part[0], &b.part[1]);
+  return b;
+}
+template <>
+inline void store_block(bfloat16_t* p, const Block<bfloat16_t>& b) {
+  store_even_odd(p, b.part[0], b.part[1]);
+}
+#endif
+template <typename T>
+constexpr int kBlockElements = Block<T>::kParts * Vec::kWidth;
+
+// One block of PowerSign, in the steps of power_sign_loop (kernels/power_sign.h): scale_neg or scale_pos by whether
 // the signs of m_t and g differ; where g is zero (only needed when a scale is not finite) scale_zero; where m_t is
-// zero or NaN, m_t + scale_zero.
+// zero or NaN, m_t + scale_zero. m is stored before var is loaded, as the portable loop does per element.
 template <bool kFiniteScales, typename T>
-inline void power_sign_vector(T* var, T* m, const T* grad, const PowerSignVecs& k) {
-  const Vec g = load(grad);
-  const Vec m_t = k.beta * load(m) + k.one_minus_beta * g;
-  Vec scale = where(signs_differ(m_t, g), k.neg, k.pos);
-  if constexpr (!kFiniteScales) scale = where(is_zero(g), k.zero, scale);
-  scale = add_where(zero_or_nan(m_t), m_t, k.zero, scale);
-  store(m, m_t);
-  store(var, load(var) - (scale * g) * k.lr);
+inline void power_sign_block(T* var, T* m, const T* grad, const PowerSignVecs& k) {
+  const Block<T> g = load_block(grad);
+  Block<T> m_t = load_block(m);
+  Vec scale[Block<T>::kParts];
+  for (int p = 0; p < Block<T>::kParts; ++p) {
+    m_t.part[p] = k.beta * m_t.part[p] + k.one_minus_beta * g.part[p];
+    scale[p] = where(signs_differ(m_t.part[p], g.part[p]), k.neg, k.pos);
+    if constexpr (!kFiniteScales) scale[p] = where(is_zero(g.part[p]), k.zero, scale[p]);
+    scale[p] = add_where(zero_or_nan(m_t.part[p]), m_t.part[p], k.zero, scale[p]);
+  }
+  store_block(m, m_t);
+  Block<T> w = load_block(var);
+  for (int p = 0; p < Block<T>::kParts; ++p) w.part[p] = w.part[p] - (scale[p] * g.part[p]) * k.lr;
+  store_block(var, w);
 }
 
 // The vectors are taken by value: a local copy cannot alias the stores (16-bit stores go through may_alias types),
 // so the compiler keeps them in registers instead of reloading them every iteration.
 template <bool kFiniteScales, typename T>
 void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t begin, int64_t end) {
-  constexpr int W = Vec::kWidth;
+  constexpr int W = kBlockElements<T>;
   int64_t i = begin;
 #pragma GCC unroll 2
   for (; i + W <= end; i += W) {
@@ -56,7 +98,7 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
       prefetch_ahead<1>(m + i);
       prefetch_ahead<1>(var + i);
     }
-    power_sign_vector<kFiniteScales>(var + i, m + i, grad + i, k);
+    power_sign_block<kFiniteScales>(var + i, m + i, grad + i, k);
   }
   if (i < end) {
     const int64_t n = end - i;
@@ -64,7 +106,7 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
     copy_elements(tv, var + i, n, sizeof(T));
     copy_elements(tm, m + i, n, sizeof(T));
     copy_elements(tg, grad + i, n, sizeof(T));
-    power_sign_vector<kFiniteScales>(tv, tm, tg, k);
+    power_sign_block<kFiniteScales>(tv, tm, tg, k);
     copy_elements(var + i, tv, n, sizeof(T));
     copy_elements(m + i, tm, n, sizeof(T));
   }
@@ -89,26 +131,29 @@ struct FusedEmaAdamVecs {
 };
 
 template <typename T, bool kDecoupled>
-inline void fused_ema_adam_vector(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamVecs& k) {
-  const Vec w = load(var);
-  Vec g = load(grad);
-  if constexpr (!kDecoupled) g = g + w * k.wd;
-  const Vec m_out = load(m) * k.b1 + g * k.omb1;
-  const Vec v_out = load(v) * k.b2 + (g * g) * k.omb2;
-  Vec update = (m_out * k.inv_c1) / (sqrt(v_out * k.inv_c2) + k.eps);
-  if constexpr (kDecoupled) update = update + w * k.wd;
-  const Vec var_out = w - update * k.lr;
-  const Vec s_out = load(s) * k.ema + var_out * k.one_minus_ema;
-  store(m, m_out);
-  store(v, v_out);
-  store(var, var_out);
-  store(s, s_out);
+inline void fused_ema_adam_block(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamVecs& k) {
+  constexpr int P = Block<T>::kParts;
+  const Block<T> w = load_block(var);
+  Block<T> g = load_block(grad), m_out = load_block(m), v_out = load_block(v), s_out = load_block(s), var_out;
+  for (int p = 0; p < P; ++p) {
+    if constexpr (!kDecoupled) g.part[p] = g.part[p] + w.part[p] * k.wd;
+    m_out.part[p] = m_out.part[p] * k.b1 + g.part[p] * k.omb1;
+    v_out.part[p] = v_out.part[p] * k.b2 + (g.part[p] * g.part[p]) * k.omb2;
+    Vec update = (m_out.part[p] * k.inv_c1) / (sqrt(v_out.part[p] * k.inv_c2) + k.eps);
+    if constexpr (kDecoupled) update = update + w.part[p] * k.wd;
+    var_out.part[p] = w.part[p] - update * k.lr;
+    s_out.part[p] = s_out.part[p] * k.ema + var_out.part[p] * k.one_minus_ema;
+  }
+  store_block(m, m_out);
+  store_block(v, v_out);
+  store_block(var, var_out);
+  store_block(s, s_out);
 }
 
 template <typename T, bool kDecoupled>
 void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& scalars, int64_t begin,
                          int64_t end) {
-  constexpr int W = Vec::kWidth;
+  constexpr int W = kBlockElements<T>;
   const FusedEmaAdamVecs k(scalars);  // a local: kept in registers (see power_sign_loop)
   int64_t i = begin;
   for (; i + W <= end; i += W) {
@@ -119,7 +164,7 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
       prefetch_ahead<1>(v + i);
       prefetch_ahead<1>(s + i);
     }
-    fused_ema_adam_vector<T, kDecoupled>(grad + i, var + i, m + i, v + i, s + i, k);
+    fused_ema_adam_block<T, kDecoupled>(grad + i, var + i, m + i, v + i, s + i, k);
   }
   if (i < end) {
     const int64_t n = end - i;
@@ -128,7 +173,7 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
     T* tails[4] = {tvar, tm, tv, ts};
     copy_elements(tg, grad + i, n, sizeof(T));
     for (int a = 0; a < 4; ++a) copy_elements(tails[a], state[a], n, sizeof(T));
-    fused_ema_adam_vector<T, kDecoupled>(tg, tvar, tm, tv, ts, k);
+    fused_ema_adam_block<T, kDecoupled>(tg, tvar, tm, tv, ts, k);
     for (int a = 0; a < 4; ++a) copy_elements(state[a], tails[a], n, sizeof(T));
   }
 }

@@ -1,8 +1,9 @@
 // 16 float32 lanes on AVX-512F, with loads and stores of each storage type. Only for kernels/simd/avx512*.cc, which
 // define OPTIM_SIMD_NS (the namespace, one per path) and are compiled with -mavx512f (and, for the bf16 variant,
-// -mavx512bf16 -mavx512dq). Half conversions use vcvtph2ps / vcvtps2ph (round to nearest even). bfloat16 stores
-// use vcvtneps2bf16 where available; it flushes float32 subnormals to zero (bfloat16 can hold them), so a vector
-// holding a subnormal takes the integer rounding instead, which every other path uses.
+// -mavx512bf16 -mavx512dq -mavx512bw). Half conversions use vcvtph2ps / vcvtps2ph (round to nearest even).
+// bfloat16 stores use vcvtneps2bf16 / vcvtne2ps2bf16 where available; they flush float32 subnormals to zero
+// (bfloat16 can hold them), so a vector holding a subnormal takes the integer rounding instead, which every other
+// path uses.
 #pragma once
 
 #include <immintrin.h>
@@ -58,13 +59,40 @@ inline void store_bfloat16_rounding_in_integers(bfloat16_t* p, Vec a) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
 }
 
-#if defined(__AVX512BF16__) && defined(__AVX512DQ__)
+#if defined(__AVX512BF16__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
 inline void store(bfloat16_t* p, Vec a) {
   if (__builtin_expect(_mm512_fpclass_ps_mask(a.v, 0x20) != 0, 0)) {  // 0x20: subnormal
     store_bfloat16_rounding_in_integers(p, a);
     return;
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
+}
+
+// 32 bfloat16 values as two float32 vectors: the even-indexed elements and the odd-indexed ones. One 64-byte load
+// and two integer operations, where the natural order takes two widening shuffles and two shifts; the loop bodies
+// are elementwise, so the lane order does not matter as long as the stores undo it (bodies.h, Block).
+#define OPTIM_PAIRED_BFLOAT16 1
+inline void load_even_odd(const bfloat16_t* p, Vec* even, Vec* odd) {
+  const __m512i x = _mm512_loadu_si512(p);
+  even->v = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  odd->v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// The inverse of load_even_odd, rounding to nearest even: one vcvtne2ps2bf16 for both vectors (even elements in
+// words 0-15, odd in 16-31), one word permute back to the natural order, one 64-byte store. Subnormals (which
+// vcvtne2ps2bf16 flushes) take the integer rounding, in natural order.
+inline void store_even_odd(bfloat16_t* p, Vec even, Vec odd) {
+  if (__builtin_expect((_mm512_fpclass_ps_mask(even.v, 0x20) | _mm512_fpclass_ps_mask(odd.v, 0x20)) != 0, 0)) {
+    const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i high = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    store_bfloat16_rounding_in_integers(p, {_mm512_permutex2var_ps(even.v, low, odd.v)});
+    store_bfloat16_rounding_in_integers(p + 16, {_mm512_permutex2var_ps(even.v, high, odd.v)});
+    return;
+  }
+  const __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(odd.v, even.v);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,  //
+                                              23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  _mm512_storeu_si512(p, _mm512_permutexvar_epi16(interleave, halves));
 }
 #else
 inline void store(bfloat16_t* p, Vec a) { store_bfloat16_rounding_in_integers(p, a); }

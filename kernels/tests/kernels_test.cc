@@ -192,6 +192,32 @@ void test_indices_past_2_31() {
   }
 }
 
+// bfloat16 results that are float32 subnormals, one at a time in each lane of a 64-element range: the AVX512_BF16
+// stores (which flush them) must fall back to the integer rounding, and put every lane back in place (the paired
+// path holds even and odd elements in separate vectors).
+void test_bfloat16_subnormal_lanes() {
+  const auto s = make_power_sign_scalars<float>(0.03f, 0.7f, 0.9f, 0.5f);
+  std::mt19937 rng(11);
+  for (int lane = 0; lane < 64; ++lane) {
+    const int64_t n = 64;
+    auto var0 = random_values<bfloat16_t>(rng, n), m0 = random_values<bfloat16_t>(rng, n);
+    auto g = random_values<bfloat16_t>(rng, n);
+    for (auto* x : {&var0[lane], &m0[lane], &g[lane]}) *x = narrow<bfloat16_t>(0.0f);
+    m0[lane] = narrow<bfloat16_t>(2e-38f);  // m_t = 0.5 * 2e-38: subnormal; var stays 0
+    std::vector<bfloat16_t> want_var = var0, want_m = m0;
+    power_sign_on(paths()[0], want_var.data(), want_m.data(), g.data(), s, 0, n);
+    EXPECT(bits(want_m[lane]) != 0 && (bits(want_m[lane]) & 0x7f80) == 0, "lane %d: m_t is not a subnormal", lane);
+    for (const auto& p : paths()) {
+      std::vector<bfloat16_t> var = var0, m = m0;
+      power_sign_on(p, var.data(), m.data(), g.data(), s, 0, n);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT(same(var[i], want_var[i]) && same(m[i], want_m[i]), "bfloat16 subnormal in lane %d: %s i=%lld", lane,
+               p.name, static_cast<long long>(i));
+      }
+    }
+  }
+}
+
 void test_conversions() {
   // Every half and bfloat16 pattern survives widen then narrow (NaNs stay NaN, quiet).
   for (uint32_t b = 0; b < 65536; ++b) {
@@ -224,6 +250,7 @@ int main() {
   test_fused_paths<bfloat16_t>("bfloat16");
   test_power_sign_against_scalar_reference();
   test_indices_past_2_31();
+  test_bfloat16_subnormal_lanes();
   if (failures) {
     std::printf("%d failures\n", failures);
     return 1;
