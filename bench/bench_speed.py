@@ -1,11 +1,13 @@
 """Speed of tf_plugin's fused kernels against stock TensorFlow, side by side in one process (issue 6's table).
 
-For each row, the candidates are called in alternation (bench/timing.py); the machine's practical limit, a
-vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py), is timed in the same
-run just before them, on its own (TensorFlow's pool threads spin for a while after each op, which would slow
-threads started next to them, so interleaving would understate the limit). Prints the
-table with speedups, targets, GB/s and the fraction of the RMW copy reached, and the ISA path in use; then sweeps
-sizes from 1K to 64M elements and writes a PNG of time per element (bench/results/speed.png) and JSON.
+For each row, the candidates are called in random order each round (bench/timing.py). The machine's practical
+limit, a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py), is timed on its
+own before and after them and the faster median kept (TensorFlow's pool threads spin for a while after each op,
+which would slow threads started next to them, so interleaving would understate the limit). Against it: ours alone,
+per op in a tf.function of 8 (as a training step runs it; the copy is a bare C call and pays no tf.function call),
+and as one call. Prints the table with speedups, targets, GB/s and the fractions of the RMW copy reached, and the
+ISA path in use; then sweeps sizes from 1K to 64M elements and writes a PNG of time per element
+(bench/results/speed.png) and JSON.
 
     python -m bench.bench_speed                    # table at 16M elements, then the sweep
     python -m bench.bench_speed --no-sweep --size 1048576 --repeats 5      # quick (CI)
@@ -164,7 +166,7 @@ def main() -> None:
     parser.add_argument("--no-sweep", action="store_true", help="only the table")
     args = parser.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
-    print(f"{os.cpu_count()} CPUs; medians of {args.repeats} alternating calls in tf.functions")
+    print(f"{os.cpu_count()} CPUs; medians of {args.repeats} calls in tf.functions, in random order each round")
     rows = table(args.size, args.repeats)
     print_table(rows)
     result = {"isa": tf_plugin.isa(), "rows": rows}
