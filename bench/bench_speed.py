@@ -1,11 +1,10 @@
 """Speed of tf_plugin's fused kernels against stock TensorFlow, side by side in one process (issue 6's table).
 
 For each row, the candidates are called in random order each round (bench/timing.py). The machine's practical
-limit, a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py), is timed on its
-own before and after them and the faster median kept (TensorFlow's pool threads spin for a while after each op,
-which would slow threads started next to them, so interleaving would understate the limit). Against it: ours alone,
-per op in a tf.function of 8 (as a training step runs it; the copy is a bare C call and pays no tf.function call),
-and as one call. Prints the table with speedups, targets, GB/s and the fractions of the RMW copy reached, and the
+limit is a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py). It is timed
+in the same rounds as ours alone, each call after a short busy wait (TensorFlow's pool threads spin for a while after
+each op, which would slow threads started next to them): 8 passes against a tf.function of 8 ops (as a training
+step runs them; the copy is a bare C call and pays no tf.function call), and one pass against one call. Prints the table with speedups, targets, GB/s and the fractions of the RMW copy reached, and the
 ISA path in use; then sweeps sizes from 1K to 64M elements and writes a PNG of time per element
 (bench/results/speed.png) and JSON.
 
@@ -24,8 +23,8 @@ import tensorflow as tf
 
 import tf_plugin
 from bench import bench_fused_ema_adam, bench_power_sign
-from bench.rmw_reference import rmw_ms
-from bench.timing import median_ms_interleaved
+from bench.rmw_reference import RmwCopy, rmw_ms
+from bench.timing import median_ms_interleaved, settled_ms
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 SMALL = 1024
@@ -51,30 +50,38 @@ def candidates(op: str, size: int, dtype: tf.DType, calls: int = 1) -> dict:
 def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict | None = None,
             in_graph: bool = False) -> dict:
     """Median ms of the RMW-copy limit and of every candidate for one (op, size, dtype), cached for the rows that
-    compare different candidates of the same measurement; with in_graph, also ours alone, per call and per op in a
-    graph."""
+    compare different candidates of the same measurement; with in_graph, also ours alone against the copy."""
     key = (op, size, dtype.name)
     if cache is None or key not in cache:
-        limit = rmw_ms(size, STREAMS[op][0], dtype.size, repeats)
+        writes = STREAMS[op][0]
         fns = candidates(op, size, dtype)
-        result = {"limit": limit, **median_ms_interleaved(fns, repeats)}
+        result = {"limit": rmw_ms(size, writes, dtype.size, repeats), **median_ms_interleaved(fns, repeats)}
         if not in_graph:
             return result
-        # Ours alone, as the copy is timed: right after stock's passes, our op first pays for the dirty cache lines
-        # they leave, which the copy never does.
-        result["ours_alone"] = median_ms_interleaved({"ours": fns["ours"]}, repeats)["ours"]
-        # And per op in a graph of GRAPH_CALLS, as a training step runs it: calling a tf.function from Python costs
-        # 0.3-0.7 ms on this VM (a fifth of a 16-bit op at 16M elements), which the copy, a bare C call, never pays.
-        del fns
-        repeated = candidates(op, size, dtype, GRAPH_CALLS)["ours"]
-        result["ours_in_graph"] = median_ms_interleaved({"ours": repeated}, repeats)["ours"] / GRAPH_CALLS
-        # The copy again: the faster of its two medians is the limit, so that a slow moment of the VM during the
-        # first cannot flatter the fraction.
-        result["limit"] = min(limit, rmw_ms(size, STREAMS[op][0], dtype.size, repeats))
+        result.update(against_copy(op, size, dtype, repeats, fns["ours"]))
         if cache is None:
             return result
         cache[key] = result
     return cache[key]
+
+
+def against_copy(op: str, size: int, dtype: tf.DType, repeats: int, ours_one_call) -> dict:
+    """Ours alone against the RMW copy, in the same rounds (bench/timing.py settled_ms): one tf.function call against
+    one pass of the copy, and a tf.function of GRAPH_CALLS ops, as a training step runs them, against as many passes.
+    Calling a tf.function from Python costs 0.3-0.7 ms on this VM (a fifth of a 16-bit op at 16M elements), which
+    the copy, a bare C call, never pays. The fractions are medians of each round's copy time over ours."""
+    copy = RmwCopy(size, STREAMS[op][0], dtype.size)
+
+    def copies() -> None:
+        for _ in range(GRAPH_CALLS):
+            copy()
+
+    ms = settled_ms({"copy": copy, "copies": copies, "one_call": ours_one_call,
+                     "in_graph": candidates(op, size, dtype, GRAPH_CALLS)["ours"]}, repeats)
+    return {"limit": float(np.median(ms["copies"])) / GRAPH_CALLS, "ours_alone": float(np.median(ms["one_call"])),
+            "ours_in_graph": float(np.median(ms["in_graph"])) / GRAPH_CALLS,
+            "of_limit": float(np.median(ms["copies"] / ms["in_graph"])),
+            "of_limit_one_call": float(np.median(ms["copy"] / ms["one_call"]))}
 
 
 def table(size: int, repeats: int) -> list[dict]:
@@ -87,7 +94,7 @@ def table(size: int, repeats: int) -> list[dict]:
             "work": label, "size": size, "stock_label": other, "stock_ms": ms[other], "ours_ms": ms["ours"],
             "speedup": ms[other] / ms["ours"], "target": target,
             "gb_s": streams * size * dtype.size / ms["ours_in_graph"] / 1e6,
-            "of_limit": ms["limit"] / ms["ours_in_graph"], "of_limit_one_call": ms["limit"] / ms["ours_alone"],
+            "of_limit": ms["of_limit"], "of_limit_one_call": ms["of_limit_one_call"],
         })
     small_repeats = max(repeats * 20, 200)
     for label, op, other in (("PowerSign float32, 1,024 elements", "power_sign", "stock"),

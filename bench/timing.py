@@ -28,6 +28,26 @@ def median_ms_interleaved(fns: dict[str, Callable[[], object]], repeats: int) ->
     return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
 
 
+def settled_ms(fns: dict[str, Callable[[], object]], repeats: int, settle_s: float = 0.001) -> dict[str, np.ndarray]:
+    """Milliseconds of every call, round by round (element r of each array is round r): each round calls every
+    function once, in a new (seeded) random order, each after a short busy wait so that no pool thread of the call
+    before still spins when it starts (a sleep instead would let the vCPU idle, and a 2 ms call then starts slow).
+    For ratios of the same round, which a slow moment of the VM hits alike."""
+    for fn in fns.values():
+        fn()  # trace and warm up
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    rng = np.random.default_rng(1)
+    for _ in range(repeats):
+        for name in rng.permutation(list(fns)):
+            until = time.perf_counter() + settle_s
+            while time.perf_counter() < until:
+                pass
+            t0 = time.perf_counter()
+            fns[name]()
+            times[name].append(1e3 * (time.perf_counter() - t0))
+    return {name: np.asarray(t) for name, t in times.items()}
+
+
 def save_rows(name: str, rows: list[dict]) -> str:
     """Writes a table's rows to bench/results/NAME.json (for plots and later comparison); returns the path."""
     out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -57,20 +57,21 @@ class FlushDenormals {
 template <typename Fn>
 void parallel_for(int64_t n, int64_t bytes_per_element, Fn fn) {
   const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t block = optim_kernels::shard_block(n, bytes_per_element, threads);
-  if (block == 0) {
+  const int64_t min_block = optim_kernels::shard_min_block(n, bytes_per_element, threads);
+  if (min_block == 0) {
     FlushDenormals ftz;
     fn(int64_t{0}, n);
     return;
   }
-  const int64_t blocks = (n + block - 1) / block;
+  const int64_t tasks = optim_kernels::shard_tasks(n, threads, min_block);
   std::atomic<int64_t> next{0};
   auto worker = [&] {
     FlushDenormals ftz;
-    for (int64_t k = next++; k < blocks; k = next++) fn(k * block, std::min(n, (k + 1) * block));
+    int64_t begin = 0, end = 0;
+    while (optim_kernels::claim_block(next, n, tasks, min_block, &begin, &end)) fn(begin, end);
   };
   std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < std::min(threads, blocks); ++t) helpers.emplace_back(worker);
+  for (int64_t t = 1; t < tasks; ++t) helpers.emplace_back(worker);
   worker();
   for (auto& t : helpers) t.join();
 }

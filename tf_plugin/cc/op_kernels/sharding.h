@@ -1,7 +1,6 @@
 // Runs an element range on TensorFlow's intra-op thread pool with the kernels' one sharding plan
-// (kernels/sharding.h): one task per pool thread, each taking the next block from a shared counter until none is
-// left. A thread that starts late (woken late, or still busy with another op) then takes fewer blocks instead of
-// leaving the others waiting at the end, and blocks can stay small.
+// (kernels/sharding.h): one task per pool thread, each claiming guided blocks from a shared counter until none is
+// left, while the caller waits.
 #pragma once
 
 #include <algorithm>
@@ -19,20 +18,18 @@ template <typename Fn>  // Fn(int64_t begin, int64_t end)
 void ParallelForRange(tensorflow::OpKernelContext* ctx, int64_t n, int64_t bytes_per_element, Fn&& fn) {
   if (n <= 0) return;
   auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t block = optim_kernels::shard_block(n, bytes_per_element, workers->NumThreads());
-  if (block == 0) {
+  const int64_t min_block = optim_kernels::shard_min_block(n, bytes_per_element, workers->NumThreads());
+  if (min_block == 0) {
     fn(int64_t{0}, n);
     return;
   }
-  const int64_t blocks = (n + block - 1) / block;
-  const int tasks = static_cast<int>(std::min<int64_t>(workers->NumThreads(), blocks));
+  const int64_t tasks = optim_kernels::shard_tasks(n, workers->NumThreads(), min_block);
   std::atomic<int64_t> next{0};
-  tensorflow::BlockingCounter done(tasks);
-  // The caller only waits, as TF's ParallelFor does when there are more blocks than threads: an op runs right
-  // after others whose pool threads still spin, and a third busy thread on the same cores would slow every block.
-  for (int t = 0; t < tasks; ++t) {
+  tensorflow::BlockingCounter done(static_cast<int>(tasks));
+  for (int64_t t = 0; t < tasks; ++t) {
     workers->Schedule([&] {
-      for (int64_t k = next++; k < blocks; k = next++) fn(k * block, std::min(n, (k + 1) * block));
+      int64_t begin = 0, end = 0;
+      while (optim_kernels::claim_block(next, n, tasks, min_block, &begin, &end)) fn(begin, end);
       done.DecrementCount();
     });
   }
