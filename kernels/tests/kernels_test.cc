@@ -1,21 +1,16 @@
 // Tests of kernels/ without TensorFlow: every SIMD path the CPU has against the portable loop (bitwise for float32,
 // same rounding for half types), each dtype, tails and empty ranges, and ranges past 2^31 (int64 indexing) through
-// the range interface without allocating 8 GiB. Built and run by tests/test_kernels_cc.py (and by Bazel's cc_test).
-#include <algorithm>
-#include <atomic>
+// the range interface without allocating 8 GiB. Built and run by tests/kernels/test_kernels_cc.py (and by Bazel's cc_test).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "kernels/fused_ema_adam.h"
 #include "kernels/isa.h"
 #include "kernels/power_sign.h"
-#include "kernels/sharding.h"
 #include "kernels/simd/kernel_table.h"
 
 using namespace optim_kernels;
@@ -223,45 +218,6 @@ void test_bfloat16_subnormal_lanes() {
   }
 }
 
-// The guided blocks cover [0, n) exactly once, with edges on multiples of 64 elements and no block below the
-// minimum but the last, when several threads claim at once.
-void test_guided_blocks() {
-  for (int64_t n : {int64_t{1}, int64_t{64}, int64_t{13107}, int64_t{1} << 20, (int64_t{1} << 24) + 37}) {
-    for (int64_t bytes : {int64_t{5} * 2, int64_t{9} * 4}) {
-      const int64_t min_block = shard_min_block(n, bytes, 4);
-      if (min_block == 0) {
-        EXPECT(n * bytes <= kInlineBytes, "n=%lld runs inline above the inline size", static_cast<long long>(n));
-        continue;
-      }
-      EXPECT(min_block % kBlockAlign == 0, "min block %lld", static_cast<long long>(min_block));
-      const int64_t tasks = shard_tasks(n, 4, min_block);
-      std::atomic<int64_t> next{0};
-      std::vector<std::vector<std::pair<int64_t, int64_t>>> claimed(tasks);
-      std::vector<std::thread> threads;
-      for (int64_t t = 0; t < tasks; ++t) {
-        threads.emplace_back([&, t] {
-          int64_t b = 0, e = 0;
-          while (claim_block(next, n, tasks, min_block, &b, &e)) claimed[t].push_back({b, e});
-        });
-      }
-      for (auto& th : threads) th.join();
-      std::vector<std::pair<int64_t, int64_t>> all;
-      for (const auto& c : claimed) all.insert(all.end(), c.begin(), c.end());
-      std::sort(all.begin(), all.end());
-      int64_t at = 0;
-      for (const auto& [b, e] : all) {
-        EXPECT(b == at && e > b, "n=%lld: block [%lld, %lld) after %lld", static_cast<long long>(n),
-               static_cast<long long>(b), static_cast<long long>(e), static_cast<long long>(at));
-        EXPECT(b % kBlockAlign == 0 && (e == n || (e - b >= min_block && e % kBlockAlign == 0)),
-               "n=%lld: block [%lld, %lld)", static_cast<long long>(n), static_cast<long long>(b),
-               static_cast<long long>(e));
-        at = e;
-      }
-      EXPECT(at == n, "n=%lld: blocks end at %lld", static_cast<long long>(n), static_cast<long long>(at));
-    }
-  }
-}
-
 void test_conversions() {
   // Every half and bfloat16 pattern survives widen then narrow (NaNs stay NaN, quiet).
   for (uint32_t b = 0; b < 65536; ++b) {
@@ -295,7 +251,6 @@ int main() {
   test_power_sign_against_scalar_reference();
   test_indices_past_2_31();
   test_bfloat16_subnormal_lanes();
-  test_guided_blocks();
   if (failures) {
     std::printf("%d failures\n", failures);
     return 1;

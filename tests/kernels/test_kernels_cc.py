@@ -1,6 +1,6 @@
-"""Builds and runs kernels/tests/kernels_test.cc: the framework-free kernels' own C++ tests (every SIMD path against
-the portable loop, each dtype, tails, empty ranges, indices past 2^31), with the flags of kernels/sources.json and
-no TensorFlow."""
+"""Builds and runs the framework-free kernels' own C++ tests, with no TensorFlow: kernels/tests/kernels_test.cc (every
+SIMD path against the portable loop, each dtype, tails, empty ranges, indices past 2^31, with the flags of
+kernels/sources.json) and kernels/tests/sharding_test.cc (the sharding plan)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,14 @@ def test_kernels_cc(tmp_path):
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all kernel tests passed" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_sharding_cc(tmp_path):
+    """kernels/tests/sharding_test.cc: the guided blocks of kernels/sharding.h under concurrent claims."""
+    binary = str(tmp_path / "sharding_test")
+    subprocess.run(["g++", "-std=c++17", "-O2", "-pthread", f"-I{ROOT}",
+                    os.path.join(ROOT, "kernels", "tests", "sharding_test.cc"), "-o", binary], check=True)
+    result = subprocess.run([binary], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all sharding tests passed" in result.stdout
