@@ -1,6 +1,7 @@
 // Tests of kernels/ without TensorFlow: every SIMD path the CPU has against the portable loop (bitwise for float32,
 // same rounding for half types), each dtype, tails and empty ranges, and ranges past 2^31 (int64 indexing) through
-// the range interface without allocating 8 GiB. Built and run by tests/kernels/test_kernels_cc.py (and by Bazel's cc_test).
+// the range interface without allocating 8 GiB. Built and run by tests/kernels/test_kernels_cc.py (and by Bazel's
+// cc_test).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
