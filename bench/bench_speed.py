@@ -4,9 +4,9 @@ For each row, the candidates are called in random order each round (bench/timing
 limit is a vectorized read-modify-write copy with the kernel's memory streams (bench/rmw_reference.py). It is timed
 in the same rounds as ours alone, each call after a short busy wait (TensorFlow's pool threads spin for a while after
 each op, which would slow threads started next to them): 8 passes against a tf.function of 8 ops (as a training
-step runs them; the copy is a bare C call and pays no tf.function call), and one pass against one call. Prints the table with speedups, targets, GB/s and the fractions of the RMW copy reached, and the
-ISA path in use; then sweeps sizes from 1K to 64M elements and writes a PNG of time per element
-(bench/results/speed.png) and JSON.
+step runs them; the copy is a bare C call and pays no tf.function call), and one pass against one call. Prints the
+table with speedups, targets, GB/s and the fractions of the RMW copy reached, and the ISA path in use; then sweeps
+sizes from 1K to 64M elements and writes a PNG of time per element (bench/results/speed.png) and JSON.
 
     python -m bench.bench_speed                    # table at 16M elements, then the sweep
     python -m bench.bench_speed --no-sweep --size 1048576 --repeats 5      # quick (CI)
