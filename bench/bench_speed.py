@@ -52,17 +52,17 @@ def measure(op: str, size: int, dtype: tf.DType, repeats: int, cache: dict | Non
     """Median ms of the RMW-copy limit and of every candidate for one (op, size, dtype), cached for the rows that
     compare different candidates of the same measurement; with in_graph, also ours alone against the copy."""
     key = (op, size, dtype.name)
-    if cache is None or key not in cache:
-        writes = STREAMS[op][0]
-        fns = candidates(op, size, dtype)
-        result = {"limit": rmw_ms(size, writes, dtype.size, repeats), **median_ms_interleaved(fns, repeats)}
-        if not in_graph:
-            return result
+    if cache is not None and key in cache:
+        return cache[key]
+    fns = candidates(op, size, dtype)
+    result = median_ms_interleaved(fns, repeats)
+    if in_graph:  # the copy's time comes with ours alone, from the same rounds
         result.update(against_copy(op, size, dtype, repeats, fns["ours"]))
-        if cache is None:
-            return result
+    else:
+        result["limit"] = rmw_ms(size, STREAMS[op][0], dtype.size, repeats)
+    if cache is not None:
         cache[key] = result
-    return cache[key]
+    return result
 
 
 def against_copy(op: str, size: int, dtype: tf.DType, repeats: int, ours_one_call) -> dict:

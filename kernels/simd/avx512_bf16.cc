@@ -1,4 +1,4 @@
-// The AVX-512F path with the AVX512_BF16 conversion (vcvtneps2bf16) for bfloat16 stores. Compiled with -mavx512f
+// The AVX-512F path with the AVX512_BF16 conversion (vcvtne2ps2bf16) for bfloat16 stores. Compiled with -mavx512f
 // -mavx512bf16 -mavx512dq -mavx512bw (see kernels/sources.json); called only when CPUID has all four.
 #include "kernels/simd/kernel_table.h"
 

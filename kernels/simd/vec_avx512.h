@@ -1,9 +1,8 @@
 // 16 float32 lanes on AVX-512F, with loads and stores of each storage type. Only for kernels/simd/avx512*.cc, which
 // define OPTIM_SIMD_NS (the namespace, one per path) and are compiled with -mavx512f (and, for the bf16 variant,
 // -mavx512bf16 -mavx512dq -mavx512bw). Half conversions use vcvtph2ps / vcvtps2ph (round to nearest even).
-// bfloat16 stores use vcvtneps2bf16 / vcvtne2ps2bf16 where available; they flush float32 subnormals to zero
-// (bfloat16 can hold them), so a vector holding a subnormal takes the integer rounding instead, which every other
-// path uses.
+// bfloat16 stores use vcvtne2ps2bf16 where available; it flushes float32 subnormals to zero (bfloat16 can hold
+// them), so a pair of vectors holding a subnormal takes the integer rounding instead, which every other path uses.
 #pragma once
 
 #include <immintrin.h>
@@ -60,14 +59,6 @@ inline void store_bfloat16_rounding_in_integers(bfloat16_t* p, Vec a) {
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
-inline void store(bfloat16_t* p, Vec a) {
-  if (__builtin_expect(_mm512_fpclass_ps_mask(a.v, 0x20) != 0, 0)) {  // 0x20: subnormal
-    store_bfloat16_rounding_in_integers(p, a);
-    return;
-  }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a.v));
-}
-
 // 32 bfloat16 values as two float32 vectors: the even-indexed elements and the odd-indexed ones. One 64-byte load
 // and two integer operations, where the natural order takes two widening shuffles and two shifts; the loop bodies
 // are elementwise, so the lane order does not matter as long as the stores undo it (bodies.h, Block).
@@ -80,7 +71,8 @@ inline void load_even_odd(const bfloat16_t* p, Vec* even, Vec* odd) {
 
 // The inverse of load_even_odd, rounding to nearest even: one vcvtne2ps2bf16 for both vectors (even elements in
 // words 0-15, odd in 16-31), one word permute back to the natural order, one 64-byte store. Subnormals (which
-// vcvtne2ps2bf16 flushes) take the integer rounding, in natural order.
+// vcvtne2ps2bf16 flushes) take the integer rounding, in natural order. bfloat16 on this path always goes through
+// these two (bodies.h, Block), so there is no single-vector bfloat16 store here.
 inline void store_even_odd(bfloat16_t* p, Vec even, Vec odd) {
   if (__builtin_expect((_mm512_fpclass_ps_mask(even.v, 0x20) | _mm512_fpclass_ps_mask(odd.v, 0x20)) != 0, 0)) {
     const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
