@@ -6,8 +6,11 @@ variable holding the same number of parameters. With torch installed (an optiona
 dependency): torch's AdamW(fused=True) plus a torch._foreach_lerp_ EMA, timed in the same process.
 
     python -m bench.bench_model_step [--sets resnet50,encoder,500x1024,mlp] [--repeats 10] [--plot PATH]
-                                     [--steps-per-call K]
-Prints a table and writes bench/results/model_step.json (and a PNG with --plot).
+                                     [--steps-per-call K] [--split]
+Prints a table and writes bench/results/model_step.json (and a PNG with --plot). With --split it prints instead,
+for Keras AdamW(use_ema), ours and the floor, how much of each call is the step inside the graph (between two
+tf.timestamp ops) and how much the call around it, with the number of inputs the call captures
+(bench/results/model_step_split.json).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -22,39 +26,54 @@ import tensorflow as tf
 
 import tf_plugin
 from bench.model_sets import SETS
-from bench.timing import median_ms_interleaved, save_rows
+from bench.timing import median_ms_interleaved, save_rows, settled_calls
 from tf_plugin.optimizers import FusedEmaAdam
 
 LR, WD, EMA = 1e-3, 0.01, 0.999
 
 
-def _keras_candidate(shapes, make_optimizer, steps: int = 1):
+def _keras_body(shapes, make_optimizer) -> Callable[[], None]:
+    """One Keras apply_gradients over fresh variables of `shapes` and fixed (captured) gradients."""
     rng = np.random.default_rng(0)
     variables = [keras.Variable(rng.standard_normal(s).astype(np.float32)) for s in shapes]
     grads = [tf.constant(rng.standard_normal(s).astype(np.float32)) for s in shapes]
     optimizer = make_optimizer()
     optimizer.build(variables)
-
-    @tf.function(jit_compile=False)
-    def step():
-        for _ in range(steps):
-            optimizer.apply_gradients(zip(grads, variables))
-
-    return step
+    return lambda: optimizer.apply_gradients(zip(grads, variables))
 
 
-def _floor_candidate(count: int, steps: int = 1):
+def _floor_body(count: int) -> Callable[[], None]:
     """Our raw op on one variable of `count` elements: the same parameters without per-variable costs."""
     rng = np.random.default_rng(1)
     init = rng.standard_normal(count).astype(np.float32)
     state = [tf.Variable(x) for x in (init, np.zeros(count, np.float32), np.zeros(count, np.float32), init)]
     grad = tf.constant(rng.standard_normal(count).astype(np.float32))
+    return lambda: tf_plugin.raw_ops.ResourceApplyFusedEmaAdam(var=state[0], m=state[1], v=state[2], s=state[3],
+                                                               grad=grad, step=3, lr=LR, ema_decay=EMA,
+                                                               weight_decay=WD)
 
+
+def _step_function(body: Callable[[], None], steps: int = 1):
     @tf.function(jit_compile=False)
     def step():
         for _ in range(steps):
-            tf_plugin.raw_ops.ResourceApplyFusedEmaAdam(var=state[0], m=state[1], v=state[2], s=state[3], grad=grad,
-                                                        step=3, lr=LR, ema_decay=EMA, weight_decay=WD)
+            body()
+
+    return step
+
+
+def _bracketed_function(body: Callable[[], None]):
+    """The step between two tf.timestamp ops: the call returns when the step started and ended inside the graph."""
+
+    @tf.function(jit_compile=False)
+    def step():
+        graph = tf.compat.v1.get_default_graph()
+        start = tf.timestamp()
+        before = len(graph.get_operations())
+        with tf.control_dependencies([start]):
+            body()
+        with tf.control_dependencies(graph.get_operations()[before:]):
+            return start, tf.timestamp()
 
     return step
 
@@ -78,23 +97,50 @@ def _torch_candidate(shapes, steps: int = 1):
     return step
 
 
+def _bodies(shapes, count: int, with_adam: bool) -> dict[str, Callable[[], None]]:
+    bodies = {"keras_adamw_ema": _keras_body(shapes, lambda: keras.optimizers.AdamW(LR, weight_decay=WD, use_ema=True,
+                                                                                    ema_momentum=EMA))}
+    if with_adam:
+        bodies["keras_adam"] = _keras_body(shapes, lambda: keras.optimizers.Adam(LR))
+    bodies["ours"] = _keras_body(shapes, lambda: FusedEmaAdam(LR, weight_decay=WD, ema_decay=EMA))
+    bodies["floor"] = _floor_body(count)
+    return bodies
+
+
 def bench_set(name: str, repeats: int, steps: int = 1) -> dict:
     """Median ms per optimizer step of each candidate, `steps` steps per call (one tf.function call, or one Python
     function making `steps` torch steps)."""
     shapes = SETS[name]()
     count = sum(math.prod(s) for s in shapes)
-    fns = {
-        "keras_adamw_ema": _keras_candidate(shapes, lambda: keras.optimizers.AdamW(LR, weight_decay=WD, use_ema=True,
-                                                                                     ema_momentum=EMA), steps),
-        "keras_adam": _keras_candidate(shapes, lambda: keras.optimizers.Adam(LR), steps),
-        "ours": _keras_candidate(shapes, lambda: FusedEmaAdam(LR, weight_decay=WD, ema_decay=EMA), steps),
-        "floor": _floor_candidate(count, steps),
-    }
+    fns = {key: _step_function(body, steps) for key, body in _bodies(shapes, count, with_adam=True).items()}
     if importlib.util.find_spec("torch") is not None:
         fns["torch_fused_adamw_ema"] = _torch_candidate(shapes, steps)
     ms = median_ms_interleaved(fns, repeats)
     return {"set": name, "tensors": len(shapes), "parameters": count, "steps_per_call": steps,
             **{f"{k}_ms": v / steps for k, v in ms.items()}}
+
+
+def split_set(name: str, repeats: int) -> list[dict]:
+    """Where each candidate's call time goes: the step inside the graph (between two tf.timestamp ops) and the rest
+    (moving the captured inputs into the call, starting it, returning), medians over rounds in random order."""
+    shapes = SETS[name]()
+    fns = {key: _bracketed_function(body)
+           for key, body in _bodies(shapes, sum(math.prod(s) for s in shapes), with_adam=False).items()}
+    rows = []
+    for key, (call_ms, stamps) in settled_calls(fns, repeats, settle_s=0.0).items():
+        inside_ms = np.asarray([1e3 * float(end - start) for start, end in stamps])
+        captured = len(fns[key].get_concrete_function().captured_inputs)
+        rows.append({"set": name, "candidate": key, "captured_inputs": captured, "call_ms": float(np.median(call_ms)),
+                     "in_graph_ms": float(np.median(inside_ms)), "outside_ms": float(np.median(call_ms - inside_ms))})
+    return rows
+
+
+def print_split(rows: list[dict]) -> None:
+    print("| set | candidate | captured inputs | call ms | step in the graph ms | rest of the call ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['set']} | {r['candidate']} | {r['captured_inputs']} | {r['call_ms']:.2f} | "
+              f"{r['in_graph_ms']:.2f} | {r['outside_ms']:.2f} |")
 
 
 def print_table(rows: list[dict]) -> None:
@@ -138,7 +184,15 @@ def main() -> None:
     parser.add_argument("--steps-per-call", type=int, default=1,
                         help="optimizer steps per tf.function call, as Keras's steps_per_execution (1: the issue's "
                              "definition; more spreads the 0.3-0.7 ms of calling a tf.function over the steps)")
+    parser.add_argument("--split", action="store_true",
+                        help="instead of the table: each candidate's step inside the graph against the rest of its "
+                             "tf.function call")
     args = parser.parse_args()
+    if args.split:
+        rows = [r for name in args.sets.split(",") for r in split_set(name, args.repeats)]
+        print_split(rows)
+        save_rows("model_step_split", rows)
+        return
     rows = [bench_set(name, args.repeats, args.steps_per_call) for name in args.sets.split(",")]
     print(f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'} intra-op threads; medians of "
           f"{args.repeats} calls in random order, {args.steps_per_call} step(s) per call; kernels' ISA path: "

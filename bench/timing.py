@@ -23,9 +23,17 @@ def settled_ms(fns: dict[str, Callable[[], object]], repeats: int, settle_s: flo
     function once, in a new (seeded) random order, each after a short busy wait so that no pool thread of the call
     before still spins when it starts (a sleep instead would let the vCPU idle, and a 2 ms call then starts slow).
     For ratios of the same round, which a slow moment of the VM hits alike."""
+    return {name: ms for name, (ms, _) in settled_calls(fns, repeats, settle_s, keep_results=False).items()}
+
+
+def settled_calls(fns: dict[str, Callable[[], object]], repeats: int, settle_s: float = 0.001,
+                  keep_results: bool = True) -> dict[str, tuple[np.ndarray, list]]:
+    """As settled_ms, with what each call returned: {name: (milliseconds per round, results per round)}. Without
+    keep_results the results are dropped at once (a kept tensor that aliases a variable would make the next update
+    copy it)."""
     for fn in fns.values():
         fn()  # trace and warm up
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    calls: dict[str, tuple[list[float], list]] = {name: ([], []) for name in fns}
     rng = np.random.default_rng(0)
     for _ in range(repeats):
         for name in rng.permutation(list(fns)):
@@ -33,9 +41,11 @@ def settled_ms(fns: dict[str, Callable[[], object]], repeats: int, settle_s: flo
             while time.perf_counter() < until:
                 pass
             t0 = time.perf_counter()
-            fns[name]()
-            times[name].append(1e3 * (time.perf_counter() - t0))
-    return {name: np.asarray(t) for name, t in times.items()}
+            result = fns[name]()
+            calls[name][0].append(1e3 * (time.perf_counter() - t0))
+            calls[name][1].append(result if keep_results else None)
+            del result  # not held into the next call
+    return {name: (np.asarray(ms), results) for name, (ms, results) in calls.items()}
 
 
 def save_rows(name: str, rows: list[dict]) -> str:
