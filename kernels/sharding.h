@@ -50,4 +50,11 @@ inline bool claim_block(std::atomic<int64_t>& next, int64_t n, int64_t threads, 
   }
 }
 
+// One worker's share: fn(begin, end) on every block it claims from `next`, until none is left.
+template <typename Fn>
+inline void run_claimed_blocks(std::atomic<int64_t>& next, int64_t n, int64_t tasks, int64_t min_block, Fn&& fn) {
+  int64_t begin = 0, end = 0;
+  while (claim_block(next, n, tasks, min_block, &begin, &end)) fn(begin, end);
+}
+
 }  // namespace optim_kernels

@@ -201,7 +201,8 @@ def _check_multi_layout(variables, flat: dict, grads, state_offsets, dtype: tf.D
     for k, (var, grad) in enumerate(zip(variables, grads)):
         shape = tf.TensorShape(getattr(var, "shape", None))
         if shape.is_fully_defined() and grad.shape.is_fully_defined() and shape != grad.shape:
-            raise _invalid(f"vars[{k}] and grads[{k}] do not have the same shape{shape} {grad.shape}")
+            raise _invalid(f"vars[{k}] and grads[{k}] do not have the same shape{shape.as_list()} "
+                           f"{grad.shape.as_list()}")  # the stock wording
         sizes.append(grad.shape.num_elements())
     for name, var in flat.items():
         size = tf.TensorShape(getattr(var, "shape", None)).num_elements()
@@ -221,7 +222,7 @@ def _check_multi_layout(variables, flat: dict, grads, state_offsets, dtype: tf.D
 
 def _portable_multi(msig: op_spec.MultiOpSignature, variables, flat, grads, dtype, kwargs):
     if msig.single is op_spec.POWER_SIGN:
-        scalars = [kwargs[n] for n in ("lr", "logbase", "sign_decay", "beta")]
+        scalars = [kwargs[i.name] for i in msig.inputs if not i.state and not i.many]  # lr, logbase, ...
         return portable.multi_tensor(lambda k, read, grad: portable.power_sign_values(read, dtype, *scalars, grad),
                                      variables, flat, grads, dtype, kwargs["state_offsets"])
     attrs = _checked_fused_ema_adam_attrs(kwargs)

@@ -67,8 +67,7 @@ void parallel_for(int64_t n, int64_t bytes_per_element, Fn fn) {
   std::atomic<int64_t> next{0};
   auto worker = [&] {
     FlushDenormals ftz;
-    int64_t begin = 0, end = 0;
-    while (optim_kernels::claim_block(next, n, tasks, min_block, &begin, &end)) fn(begin, end);
+    optim_kernels::run_claimed_blocks(next, n, tasks, min_block, fn);
   };
   std::vector<std::thread> helpers;
   for (int64_t t = 1; t < tasks; ++t) helpers.emplace_back(worker);

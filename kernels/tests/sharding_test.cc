@@ -37,8 +37,9 @@ void test_guided_blocks(int64_t n, int64_t bytes_per_element, int64_t threads) {
   std::vector<std::thread> workers;
   for (int64_t t = 0; t < tasks; ++t) {
     workers.emplace_back([&, t] {
-      int64_t begin = 0, end = 0;
-      while (claim_block(next, n, tasks, min_block, &begin, &end)) claimed[t].push_back({begin, end});
+      run_claimed_blocks(next, n, tasks, min_block, [&](int64_t begin, int64_t end) {
+        claimed[t].push_back({begin, end});
+      });
     });
   }
   for (auto& w : workers) w.join();

@@ -3,7 +3,6 @@
 // left, while the caller waits.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -28,8 +27,7 @@ void ParallelForRange(tensorflow::OpKernelContext* ctx, int64_t n, int64_t bytes
   tensorflow::BlockingCounter done(static_cast<int>(tasks));
   for (int64_t t = 0; t < tasks; ++t) {
     workers->Schedule([&] {
-      int64_t begin = 0, end = 0;
-      while (optim_kernels::claim_block(next, n, tasks, min_block, &begin, &end)) fn(begin, end);
+      optim_kernels::run_claimed_blocks(next, n, tasks, min_block, fn);
       done.DecrementCount();
     });
   }
