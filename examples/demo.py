@@ -3,8 +3,9 @@
 The data set is scikit-learn's bundled copy of the UCI handwritten digits (1,797 8x8 images, 10 classes), so the
 demo runs offline. Every optimizer starts from the same weights and sees the same batches. The table shows final
 loss, test accuracy, step time, and for the optimizers that keep an EMA of the weights, the EMA weights' accuracy
-beside the raw weights'. The loss curves go to a PNG. Last, each of our optimizers' trained step is lowered to GE
-IR, saved as .air, and run in graph_ir.Session beside TensorFlow (examples/demo_ge.py).
+beside the raw weights'. The loss curves go to a PNG. Last, each of our optimizers' whole training step (forward
+pass, loss, gradients, optimizer) is lowered to GE IR as one graph, saved as .air, and run in graph_ir.Session beside
+TensorFlow (examples/demo_ge.py).
 """
 
 from __future__ import annotations

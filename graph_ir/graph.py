@@ -13,10 +13,10 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graph_ir import registry, serialize
+from graph_ir import opset, registry, serialize  # noqa: F401 (opset registers the op families)
 from graph_ir.errors import GraphError
 from graph_ir.nodes import Handle, Node, TensorDesc
-from graph_ir.verify import infer_outputs, verify_attrs, verify_inputs
+from graph_ir.verify import check_list_count, infer_outputs, verify_attrs, verify_inputs
 
 NET_OUTPUT = "NetOutput"  # the reserved name (and type) of the output node
 
@@ -96,6 +96,7 @@ class Graph:
                 raise GraphError(f"{op_type} {node_name!r}: control input {c!r} is not a node of graph {self.name!r}")
         full_attrs = verify_attrs(op, node_name, attrs or {})
         verify_inputs(op, node_name, inputs)
+        check_list_count(op, node_name, inputs, full_attrs)
         descs = infer_outputs(op, node_name, inputs, full_attrs, output_descs)
         node = Node(node_name, op, inputs, full_attrs, descs, controls)
         self.nodes[node_name] = node
@@ -169,7 +170,23 @@ class Graph:
         for node in self.nodes.values():
             verify_attrs(node.op, node.name, node.attrs)
             verify_inputs(node.op, node.name, node.inputs)
+            check_list_count(node.op, node.name, node.inputs, node.attrs)
         self.topological_order()
+
+    def remove_last(self, node: Node) -> None:
+        """Removes `node`, the node added last, which nothing reads yet (the lowering's constant folding replaces
+        such nodes by Consts)."""
+        if next(reversed(self.nodes)) != node.name or self.nodes[node.name] is not node:
+            raise GraphError(f"remove_last: {node.name!r} is not the last node added to graph {self.name!r}")
+        del self.nodes[node.name]
+
+    def remove_unread_consts(self) -> None:
+        """Removes the Consts that no node reads (left behind by constant folding), in one pass."""
+        read = {h.node.name for n in self.nodes.values() for h in n.inputs if h is not None}
+        read |= {c.name for n in self.nodes.values() for c in n.control_inputs}
+        read |= {h.node.name for h in self.outputs}
+        for name in [n.name for n in self.nodes.values() if n.type == "Const" and n.name not in read]:
+            del self.nodes[name]
 
     # -- serialization --------------------------------------------------------------------------------------------
 

@@ -76,9 +76,12 @@ class Node:
     def input_names(self) -> list[str]:
         """The IR name of each given input; a dynamic list is numbered: NetOutput's input0, input1, ... (torchair's
         names) and x0, x1, ... for other ops (IdentityN)."""
-        if self.op.inputs and self.op.inputs[-1].dynamic:
-            stem = "input" if self.op.type == "NetOutput" else self.op.inputs[-1].name
-            return [f"{stem}{k}" for k in range(len(self.inputs))]
+        dyn = self.op.dynamic_input
+        if dyn is not None:
+            stem = "input" if self.op.type == "NetOutput" else self.op.inputs[dyn].name
+            count = len(self.inputs) - (len(self.op.inputs) - 1)
+            return [*[i.name for i in self.op.inputs[:dyn]], *[f"{stem}{k}" for k in range(count)],
+                    *[i.name for i in self.op.inputs[dyn + 1:]]]
         return [i.name for i, h in zip(self.op.inputs, self.inputs) if h is not None]
 
     def input_descs(self) -> list[TensorDesc]:

@@ -8,7 +8,8 @@ whose name equals an input's name, as in GE: it is derived from the names, never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import op_spec
 from graph_ir.dtypes import BY_NAME
@@ -29,8 +30,9 @@ ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 #   "select"      the dtype of the value inputs, the three inputs' shapes broadcast (Select, SelectV2)
 #   "each"        one output per input, with its desc (IdentityN)
 #   "fill"        the dtype of `value` with the shape in the Const `dims` input (Fill)
+#   "infer"       the op's own `infer` function (declared beside the op in its family module, graph_ir/opset)
 OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each",
-                "fill")
+                "fill", "infer")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class IrInput:
     name: str
     dtypes: tuple[str, ...]
     optional: bool = False
-    dynamic: bool = False  # a list of tensors (NetOutput)
+    dynamic: bool = False  # a list of tensors (NetOutput, AddN's x); at most one per op
     scalar: bool = False  # one element (shape [] or [1])
 
 
@@ -64,12 +66,19 @@ class IrOp:
     inputs: tuple[IrInput, ...] = ()
     outputs: tuple[IrOutput, ...] = ()
     attrs: tuple[IrAttr, ...] = ()
-    outputs_from: str = "refs"  # one of OUTPUT_RULES
+    outputs_from: str = "refs"  # one of OUTPUT_RULES, or "infer" for the op's own rule below
+    # The op's own output rule (the op families in graph_ir/opset): (op, node name, inputs, attrs) -> output descs.
+    infer: Callable | None = field(default=None, compare=False, repr=False)
     # Constraints beyond dtypes, checked by the verifier: inputs that share one dtype (a type symbol T) and inputs
     # that share one shape.
     same_dtype: tuple[str, ...] = ()
     same_shape: tuple[str, ...] = ()
     doc: str = ""
+
+    @property
+    def dynamic_input(self) -> int | None:
+        """The index of the op's dynamic (list) input, if it has one."""
+        return next((k for k, i in enumerate(self.inputs) if i.dynamic), None)
 
     @property
     def refs(self) -> dict[int, int]:
@@ -103,7 +112,8 @@ REGISTRY: dict[str, IrOp] = {}
 
 
 def register(op: IrOp) -> IrOp:
-    assert op.outputs_from in OUTPUT_RULES, op
+    assert op.outputs_from in OUTPUT_RULES and (op.infer is not None) == (op.outputs_from == "infer"), op
+    assert op.type not in REGISTRY, f"GE op {op.type} is declared twice"
     REGISTRY[op.type] = op
     return op
 
@@ -135,34 +145,10 @@ register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "
 register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), outputs_from="none",
               doc="The graph's outputs, in order."))
 
-# GE standard operators that lowered TF training steps contain (CANN ops-math REG_OPs; see
-# ../shared/research/ge_standard_ops.md). Binary ops take (x1, x2) of one dtype and broadcast, as TF's do.
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 REALS = (*FLOATS, "int8", "int16", "int32", "int64", "uint8", "uint16")
-_BINARY = {"Add": REALS, "AddV2": REALS, "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": REALS,
-           "Minimum": REALS, "Pow": REALS, "FloorMod": ("int32", "int64", *FLOATS), "FloorDiv": REALS}
-_UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FLOATS, "Rsqrt": FLOATS,
-          "Square": REALS, "Neg": REALS, "Abs": REALS, "Sign": REALS, "Floor": FLOATS}
-# Exp and Log carry y = base^(scale * x + shift) / log_base(shift + scale * x); base -1 means e (what TF's Exp and
-# Log are, and what CANN's TF plugins set).
-_EXP_LOG_ATTRS = (IrAttr("base", "float", -1.0), IrAttr("scale", "float", 1.0), IrAttr("shift", "float", 0.0))
-_COMPARE = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
+INDICES = ("int32", "int64")
 
-for _type, _dtypes in _BINARY.items():
-    register(IrOp(_type, (IrInput("x1", _dtypes), IrInput("x2", _dtypes)), (IrOutput("y", _dtypes),),
-                  outputs_from="broadcast", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), broadcast."))
-for _type, _dtypes in _UNARY.items():
-    register(IrOp(_type, (IrInput("x", _dtypes),), (IrOutput("y", _dtypes),),
-                  _EXP_LOG_ATTRS if _type in ("Exp", "Log") else (), outputs_from="same", doc=f"y = {_type}(x)."))
-for _type in _COMPARE:
-    register(IrOp(_type, (IrInput("x1", (*REALS, "bool")), IrInput("x2", (*REALS, "bool"))), (IrOutput("y", ("bool",)),),
-                  outputs_from="compare", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), bool, broadcast."))
-register(IrOp("Select", (IrInput("condition", ("bool",)), IrInput("x1", ALL_DTYPES), IrInput("x2", ALL_DTYPES)),
-              (IrOutput("y", ALL_DTYPES),), outputs_from="select", same_dtype=("x1", "x2"),
-              doc="y = x1 where condition else x2."))
-register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", ALL_DTYPES), IrInput("else", ALL_DTYPES)),
-              (IrOutput("result", ALL_DTYPES),), outputs_from="select", same_dtype=("then", "else"),
-              doc="result = then where condition else else, all three broadcast."))
 # In place on their first input (CANN names it `ref`, AssignSub's `var`), which must be a Variable.
 for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var")):
     register(IrOp(_type, (IrInput(_port, REALS + ("bool",)), IrInput("value", REALS + ("bool",))),
@@ -171,8 +157,6 @@ for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var
                                                             if _type == "Assign" else ()),
                   same_dtype=(_port, "value"), same_shape=(_port, "value"),
                   doc=f"{_port} {'=' if _type == 'Assign' else '+=' if _type == 'AssignAdd' else '-='} value, in place."))
-register(IrOp("Fill", (IrInput("dims", ("int32", "int64")), IrInput("value", ALL_DTYPES, scalar=True)),
-              (IrOutput("y", ALL_DTYPES),), outputs_from="fill", doc="y = value everywhere, of shape dims."))
 register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", ALL_DTYPES, dynamic=True),),
               outputs_from="each", doc="y_k = x_k (snapshots)."))
 

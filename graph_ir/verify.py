@@ -39,6 +39,15 @@ def verify_attrs(op: IrOp, node: str, attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_list_count(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: dict[str, Any]) -> None:
+    """GE's `N` attribute of an op with a list input (AddN, ConcatV2, Pack, Einsum) is the list's length."""
+    if op.dynamic_input is not None and "N" in attrs:
+        count = len(inputs) - (len(op.inputs) - 1)
+        if attrs["N"] != count:
+            raise GraphError(f"{op.type} {node!r}: attribute 'N' is {attrs['N']}, but the list input "
+                             f"{op.inputs[op.dynamic_input].name!r} has {count} tensors")
+
+
 def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
     def bad(expected: str) -> GraphError:
         return GraphError(f"{op.type} {node!r}: attribute {a.name!r} must be {expected}, got {value!r:.80} "
@@ -89,10 +98,18 @@ def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
     """Arity, dtypes against the IR lists, the op's shared-dtype, shared-shape and scalar constraints, and that each
     in-place input comes from a Variable, RefData or Data, directly or through another in-place op (never a Const:
     it would be rewritten)."""
-    if op.inputs and op.inputs[-1].dynamic:
-        pairs = [(f"{op.inputs[-1].name}[{k}]", op.inputs[-1], h) for k, h in enumerate(inputs)]
-        if any(h is None for h in inputs):
-            raise GraphError(f"{op.type} {node!r}: a dynamic input cannot be None")
+    dyn = op.dynamic_input
+    if dyn is not None:  # one list input (NetOutput's, AddN's x, ConcatV2's x before concat_dim): the rest are fixed
+        fixed = len(op.inputs) - 1
+        count = len(inputs) - fixed
+        if count < 0 or any(h is None for h in inputs):
+            raise GraphError(f"{op.type} {node!r}: takes {fixed} inputs besides the list {op.inputs[dyn].name!r} "
+                             f"(inputs in IR order: {', '.join(i.name for i in op.inputs)}), got {len(inputs)}, "
+                             "none of them None")
+        specs = [*op.inputs[:dyn], *[op.inputs[dyn]] * count, *op.inputs[dyn + 1:]]
+        names = [*[i.name for i in op.inputs[:dyn]], *[f"{op.inputs[dyn].name}[{k}]" for k in range(count)],
+                 *[i.name for i in op.inputs[dyn + 1:]]]
+        pairs = list(zip(names, specs, inputs))
     else:
         if len(inputs) > len(op.inputs):
             raise GraphError(f"{op.type} {node!r}: takes {len(op.inputs)} inputs "
@@ -112,7 +129,7 @@ def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
         if spec.scalar and h.shape not in ((), (1,)):
             raise GraphError(f"{op.type} {node!r}: input {name!r} must be a scalar of shape [] or [1], got shape "
                              f"{list(h.shape)}")
-    for in_index in op.refs.values():
+    for in_index in op.refs.values():  # (no in-place op has a list input)
         h = pairs[in_index][2]
         # A ref output of another in-place op aliases that op's (already checked) writable input.
         if h is not None and h.node.type not in WRITABLE_SOURCES and h.index not in h.node.op.refs:
@@ -152,7 +169,16 @@ def _cast(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", dst, inputs[0].shape)]
 
 
-def _const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
+def const_value(op: IrOp, node: str, handle, what: str) -> np.ndarray:
+    """The value of the Const feeding input `what` (a shape, axes, multiples): graph_ir needs static shapes, so
+    such inputs must be known when the graph is built."""
+    if handle.node.type != "Const":
+        raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const (static shapes), got "
+                         f"{handle.node.type} {handle.node.name!r}")
+    return np.asarray(handle.node.attrs["value"])
+
+
+def const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
     """The dims held by the Const feeding `what` (Reshape's shape, Fill's dims)."""
     if handle.node.type != "Const":
         raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const, got {handle.node.type}")
@@ -164,11 +190,11 @@ def _const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
 
 
 def _fill(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    return [TensorDesc("y", inputs[1].dtype, check_shape(node, "dims", _const_dims(op, node, inputs[0], "dims")))]
+    return [TensorDesc("y", inputs[1].dtype, check_shape(node, "dims", const_dims(op, node, inputs[0], "dims")))]
 
 
 def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    shape = _const_dims(op, node, inputs[1], "shape")
+    shape = const_dims(op, node, inputs[1], "shape")
     x = inputs[0]
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise GraphError(f"Reshape {node!r}: shape {shape} may hold one -1 and otherwise dims >= 0")
@@ -242,7 +268,8 @@ def infer_outputs(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: d
                 raise GraphError(f"{op.type} {node!r}: output dtype {d.dtype} is not allowed")
             check_shape(node, "output_desc", d.shape)
         return list(given)
-    inferred = OUTPUT_RULES[op.outputs_from](op, node, inputs, attrs)
+    rule = op.infer if op.outputs_from == "infer" else OUTPUT_RULES[op.outputs_from]
+    inferred = rule(op, node, inputs, attrs)
     if given is not None:
         if len(given) != len(inferred):
             raise GraphError(f"{op.type} {node!r}: has {len(given)} output descs, expected {len(inferred)}")

@@ -16,18 +16,11 @@ from tensorflow.python.framework import op_def_registry
 from graph_ir.dtypes import from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
+from graph_ir.lowering import ops
 from graph_ir.lowering.capture import attr_value, parse_tensor
+from graph_ir.lowering.context import LoweringContext
 from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
-from graph_ir.lowering.table import (
-    ASSIGNS,
-    ELEMENTWISE,
-    IDENTITIES,
-    INPUTS,
-    LOWERINGS,
-    MULTI_LOWERINGS,
-    OpLowering,
-    lowered_types,
-)
+from graph_ir.lowering.table import ASSIGNS, IDENTITIES, INPUTS, LOWERINGS, MULTI_LOWERINGS, OpLowering
 from graph_ir.nodes import Handle, Node, TensorDesc
 
 
@@ -36,16 +29,14 @@ def is_stateful(op_type: str) -> bool:
     return op_def is None or op_def.is_stateful
 
 
-class Lowerer:
+class Lowerer(LoweringContext):
     """One lowering. `variables` maps the TF nodes that stand for variables (resource placeholders, VarHandleOp,
     VariableV2) to (GE name, value, TF variable object or None); `args` are the Placeholders fed by position."""
 
     def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
                  outputs: list[str], must_run: list[str]):
-        self.nodes = {n.name: n for n in graph_def.node}
-        self.graph = Graph(name)
+        super().__init__(name, {n.name: n for n in graph_def.node})
         self.args, self.variables, self.outputs, self.must_run = args, variables, outputs, must_run
-        self.lowered: dict[str, Node | None] = {}
         self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
         self.stateful: list[Node] = []
         self.split_flat: set[str] = set()  # flat-state variable nodes split per variable (graph_ir/lowering/multi.py)
@@ -84,20 +75,13 @@ class Lowerer:
                 (scalar_uses if is_scalar else other_uses).add(source)
         return scalar_uses - other_uses
 
-    def handle(self, tensor: str) -> Handle:
-        name, index = parse_tensor(tensor)
-        node = self.lowered.get(name)
-        if node is None or index >= len(node.output_descs):
-            raise LoweringError(f"tensor {tensor!r} has no GE counterpart (node {name!r}, {self.nodes[name].op})")
-        return node.output(index)
-
     def _controls(self, node_def) -> list[Node]:
         out = []
         for tensor in node_def.input:
             if tensor.startswith("^"):
                 name = parse_tensor(tensor)[0]
-                lowered = self.lowered.get(name)
-                out.extend([lowered] if lowered is not None else self.passthrough.get(name, []))
+                out.extend(self.nodes_of(name) if self.lowered.get(name) is not None else
+                           self.passthrough.get(name, []))
         return out
 
     # -- the walk -------------------------------------------------------------------------------------------------
@@ -114,6 +98,7 @@ class Lowerer:
         if not self.stateful and not outputs:
             raise LoweringError("the TF graph runs no update and returns nothing: there is nothing to lower")
         self.graph.set_outputs(outputs, control_inputs=self.stateful)
+        self.graph.remove_unread_consts()
         return self.graph
 
     def _lower_from(self, root: str) -> None:
@@ -165,22 +150,16 @@ class Lowerer:
             if op == "IdentityN":
                 return self.graph.add_node("IdentityN", [self.handle(t) for t in data], name=node.name,
                                            control_inputs=controls)
-            if op == "Cast":
-                return self.graph.add_node("Cast", [self.handle(data[0])], {"dst_type": from_tf(attr_value(node, "DstT"))},
-                                           name=node.name, control_inputs=controls)
-            if op in ELEMENTWISE:
-                ge_type, attrs = ELEMENTWISE[op]
-                return self.graph.add_node(ge_type, [self.handle(t) for t in data], dict(attrs), name=node.name,
-                                           control_inputs=controls)
             if op in ASSIGNS:
                 return self._assign(node, data, controls)
+            if op in ops.LOWERINGS:
+                self.current, self.current_controls = node, controls
+                return ops.LOWERINGS[op](self, node, [self.handle(t) for t in data])
         except GraphError as e:
             if isinstance(e, LoweringError):
                 raise
             raise LoweringError(f"lowering TF {op} {node.name!r}: {e}") from None
-        kind = "stateful " if is_stateful(op) else ""
-        raise LoweringError(f"cannot lower {kind}TF op {op} (node {node.name!r}) to GE IR; the lowering covers "
-                            f"{', '.join(lowered_types())}")
+        raise LoweringError(ops.refusal(op, node.name, is_stateful(op)))
 
     # -- the kinds of node ----------------------------------------------------------------------------------------
 
@@ -254,6 +233,9 @@ class Lowerer:
     def _constant(self, tensor: str, what: str, consumer, lowering: OpLowering) -> np.ndarray:
         """The value of a TF input that becomes a GE attribute: a Const, or the current value of a variable that the
         step does not write, through Identity, ReadVariableOp and Cast. Anything computed is refused."""
+        known = self.value(self.handle(tensor))
+        if known is not None:  # a Const, or folded into one
+            return np.asarray(known)
         name = parse_tensor(tensor)[0]
         casts = []
         while True:

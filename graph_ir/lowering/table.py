@@ -5,8 +5,8 @@ tf_adapter and the ops-math TF plugins; ../shared/research/ge_standard_ops.md §
   type, the TF inputs in GE IR order, which TF inputs become GE attributes (FusedEmaAdam's lr) and the TF
   attributes kept.
 - The multi-tensor ops expand into one GE optimizer op per variable, the flat state split into GE Variables.
-- Elementwise math maps onto the GE op of the same name (inputs by position); Exp and Log get CANN's
-  base/scale/shift attributes.
+- Everything else of a training step (the forward pass, the loss, the gradients, shape plumbing) is lowered by the
+  op families in graph_ir/lowering/ops, one module per family.
 - Resource-variable assigns become the GE ref ops on the Variable: AssignVariableOp -> Assign, AssignAdd... ->
   AssignAdd, AssignSub... -> AssignSub (TF1 ref Assign/AssignAdd/AssignSub alike).
 - ReadVariableOp, Identity, StopGradient and Snapshot become Identity (a snapshot); NoOp disappears and its control
@@ -71,24 +71,9 @@ def multi_input_names(sig: op_spec.MultiOpSignature, n: int) -> list[str]:
     return [name for i in sig.inputs for name in ([i.name] * n if i.many else [i.name])]
 
 
-_EXP_LOG = {"base": -1.0, "scale": 1.0, "shift": 0.0}
-
-# TF op type -> (GE op type, the GE attributes it gets). Inputs map by position.
-ELEMENTWISE: dict[str, tuple[str, dict]] = {
-    **{t: (t, {}) for t in ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod",
-                            "FloorDiv", "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor",
-                            "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select",
-                            "SelectV2", "Fill")},
-    "Exp": ("Exp", _EXP_LOG),
-    "Log": ("Log", _EXP_LOG),
-}
 IDENTITIES = ("Identity", "ReadVariableOp", "StopGradient", "Snapshot")
 ASSIGNS = {"AssignVariableOp": "Assign", "AssignAddVariableOp": "AssignAdd", "AssignSubVariableOp": "AssignSub",
            "Assign": "Assign", "AssignAdd": "AssignAdd", "AssignSub": "AssignSub"}
 INPUTS = ("Placeholder", "VarHandleOp", "VariableV2")
-PLUMBING = ("Const", "Cast", "IdentityN", "NoOp", *IDENTITIES, *INPUTS)
+PLUMBING = ("Const", "IdentityN", "NoOp", *IDENTITIES, *INPUTS)
 
-
-def lowered_types() -> list[str]:
-    """Every TF op type the lowering knows."""
-    return sorted({*LOWERINGS, *MULTI_LOWERINGS, *ELEMENTWISE, *ASSIGNS, *PLUMBING})

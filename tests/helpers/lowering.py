@@ -45,21 +45,22 @@ def run_side_by_side(graph: graph_ir.Graph, tf_step: Callable, feeds: Callable[[
         tf_step(*args)
     differences = {}
     for session in sessions:
-        for name, var, got in zip([_name(graph, v) for v in variables], variables, _values(graph, session, variables)):
+        names = [state_name(graph, v) for v in variables]
+        for name, var, got in zip(names, variables, session_values(graph, session, variables)):
             want = np.asarray(var.numpy())
             assert got.dtype == want.dtype and got.shape == want.shape, name
             differences[name] = max(differences.get(name, 0.0), max_relative_difference(got, want))
     return differences
 
 
-def _name(graph: graph_ir.Graph, variable) -> str:
+def state_name(graph: graph_ir.Graph, variable) -> str:
     try:
         return graph.variable_name(variable)
     except KeyError:  # flat optimizer state, split per model variable
         return graph.flat_state_parts(variable)[0][0].rsplit("/", 1)[0]
 
 
-def _values(graph: graph_ir.Graph, session: graph_ir.Session, variables: Sequence) -> list[np.ndarray]:
+def session_values(graph: graph_ir.Graph, session: graph_ir.Session, variables: Sequence) -> list[np.ndarray]:
     """The session's value of each TF variable; a flat state variable is put together from its GE parts."""
     out = []
     for v in variables:

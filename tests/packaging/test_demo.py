@@ -1,5 +1,6 @@
 """The README's main command runs the demo: a short version trains every optimizer, and ends on the Ascend path
-(each of our optimizers' steps lowered to an .air file and run in graph_ir.Session beside TensorFlow)."""
+(each of our optimizers' whole training step lowered to one .air file and run in graph_ir.Session beside
+TensorFlow on the same batches)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ def test_demo_trains_and_runs_the_lowered_steps(tmp_path):
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    start = next(k for k, line in enumerate(lines) if line.startswith("The optimizer step on the Ascend path"))
+    start = next(k for k, line in enumerate(lines) if line.startswith("The whole training step on the Ascend path"))
     rows = [line for line in lines[start + 3:] if line.startswith("tf_plugin")]
     assert len(rows) == 3, lines[start:]
-    for row in rows:
-        assert float(row.split()[-1]) <= 2e-6, row  # the same kernels: bitwise in practice
+    for row in rows:  # weights, slots and counters; the loss: within the float32 whole-step tolerance
+        assert float(row.split()[-2]) <= 1e-5 and float(row.split()[-1]) <= 1e-5, row
     assert sorted(os.listdir(tmp_path / "ge")) == ["tf_plugin_FusedEmaAdam.air", "tf_plugin_PowerSign.air",
                                                    "tf_plugin_PowerSigncosine.air"]
     assert (tmp_path / "curves.png").stat().st_size > 0

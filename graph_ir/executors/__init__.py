@@ -1,0 +1,63 @@
+"""How graph_ir.Session executes each GE op type: graph_ir.kernels for the two optimizer ops (in place on the
+Variable's or RefData's own buffer), NumPy for the plumbing here and for the op families (one module each, beside
+their prototypes in graph_ir/opset)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir import kernels
+from graph_ir.executors import array, math, nn
+from graph_ir.executors.common import Executor
+from graph_ir.nodes import Node
+
+
+def _power_sign(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    var, m, lr, logbase, sign_decay, beta, grad = args
+    kernels.inplace_apply_power_sign(var, m, lr.reshape(()), logbase.reshape(()), sign_decay.reshape(()),
+                                     beta.reshape(()), grad)
+    return [var, m]
+
+
+def _fused_ema_adam(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    grad, var, m, v, s, step = args
+    kernels.apply_fused_ema_adam(grad, var, m, v, s, step, **node.attrs)
+    return [var, m, v, s]
+
+
+def _identity(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    return [args[0]]  # the session copies it when its source may still be written in place (a snapshot)
+
+
+def _assign(op) -> Executor:
+    """In place on the Variable's own buffer, like the GE ref ops."""
+
+    def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        ref, value = args
+        with np.errstate(all="ignore"):
+            op(ref, value)
+        return [ref]
+
+    return run
+
+
+EXECUTORS: dict[str, Executor] = {
+    "Assign": _assign(lambda ref, value: np.copyto(ref, value)),
+    "AssignAdd": _assign(lambda ref, value: np.add(ref, value, out=ref)),
+    "AssignSub": _assign(lambda ref, value: np.subtract(ref, value, out=ref)),
+    "IdentityN": lambda node, args: list(args),
+    "InplaceApplyPowerSign": _power_sign,
+    "ApplyFusedEmaAdam": _fused_ema_adam,
+    "Identity": _identity,
+    "Cast": lambda node, args: [args[0].astype(node.attrs["dst_type"].numpy)],
+    "Reshape": lambda node, args: [args[0].reshape(node.output_descs[0].shape)],
+    **math.EXECUTORS,
+    **array.EXECUTORS,
+    **nn.EXECUTORS,
+}
+
+# Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the
+# session copies when their source may still be written in place. Ref ops write their ref input. All other
+# executors allocate new arrays (they count toward a run's memory).
+ALIASING = frozenset({"Identity", "Reshape", "IdentityN", "ExpandDims", "Squeeze"})
+SNAPSHOTS = frozenset({"Identity", "IdentityN"})

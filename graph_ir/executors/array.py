@@ -1,0 +1,86 @@
+"""The array family's executors (prototypes: graph_ir/opset/array.py): exact data movement, plus the shape ops,
+which read only their inputs' static shapes (so the lowering folds them into Consts)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.errors import GraphError
+from graph_ir.executors.common import at_dtype
+from graph_ir.nodes import Node
+from graph_ir.opset.array import broadcast_gradient_args, range_values, strided_slice_index
+
+
+def _shape(node: Node, args) -> list[np.ndarray]:
+    shape = node.inputs[0].shape
+    return [at_dtype(node, 0, int(np.prod(shape, dtype=np.int64)) if node.type == "Size" else list(shape))]
+
+
+def _shape_n(node: Node, args) -> list[np.ndarray]:
+    return [at_dtype(node, k, list(h.shape)) for k, h in enumerate(node.inputs)]
+
+
+def _broadcast_gradient_args(node: Node, args) -> list[np.ndarray]:
+    r0, r1 = broadcast_gradient_args(node.op, node.name, args[0].tolist(), args[1].tolist())
+    return [at_dtype(node, 0, r0), at_dtype(node, 1, r1)]
+
+
+def _reshaped(node: Node, args) -> list[np.ndarray]:
+    return [args[0].reshape(node.output_descs[0].shape)]  # ExpandDims and Squeeze: a view
+
+
+def _concat(node: Node, args) -> list[np.ndarray]:
+    axis = int(args[-1].reshape(-1)[0]) % args[0].ndim
+    return [np.concatenate(args[:-1], axis=axis)]
+
+
+def _gather(node: Node, args) -> list[np.ndarray]:
+    x, indices, axis = args[0], args[1], int(args[2].reshape(-1)[0]) % args[0].ndim
+    size = x.shape[axis]
+    bad = (indices < 0) | (indices >= size)
+    if bad.any():  # TF's CPU kernel refuses them too
+        raise GraphError(f"GatherV2 {node.name!r}: indices[{int(np.argmax(bad.reshape(-1)))}] = "
+                         f"{int(indices.reshape(-1)[np.argmax(bad.reshape(-1))])} is not in [0, {size})")
+    return [np.take(x, indices, axis=axis)]
+
+
+def _strided_slice(node: Node, args) -> list[np.ndarray]:
+    index = strided_slice_index(node.op, node.name, args[0].ndim, *args[1:], node.attrs)
+    return [np.ascontiguousarray(args[0][index]).reshape(node.output_descs[0].shape)]
+
+
+def _unsorted_segment_sum(node: Node, args) -> list[np.ndarray]:
+    x, ids = args[0], args[1]
+    out = np.zeros(node.output_descs[0].shape, x.dtype)
+    flat_ids = ids.reshape(-1)
+    rows = x.reshape(flat_ids.size, *x.shape[ids.ndim:])
+    keep = (flat_ids >= 0) & (flat_ids < out.shape[0])  # TF drops ids out of range (negative ones) silently
+    with np.errstate(all="ignore"):
+        np.add.at(out, flat_ids[keep], rows[keep])  # in index order, as TF's CPU kernel accumulates
+    return [out]
+
+
+EXECUTORS = {
+    "Shape": _shape,
+    "Size": _shape,
+    "ShapeN": _shape_n,
+    "BroadcastGradientArgs": _broadcast_gradient_args,
+    "ExpandDims": _reshaped,
+    "Squeeze": _reshaped,
+    "Tile": lambda node, args: [np.tile(args[0], args[1].reshape(-1).tolist())],
+    "BroadcastTo": lambda node, args: [np.ascontiguousarray(np.broadcast_to(args[0], node.output_descs[0].shape))],
+    "Range": lambda node, args: [range_values(node.op, node.name, *args)],
+    "Transpose": lambda node, args: [np.ascontiguousarray(np.transpose(args[0], args[1].reshape(-1).tolist()))],
+    "ConcatV2": _concat,
+    "Pack": lambda node, args: [np.stack(args, axis=node.attrs["axis"] % (args[0].ndim + 1))],
+    "GatherV2": _gather,
+    "StridedSlice": _strided_slice,
+    "UnsortedSegmentSum": _unsorted_segment_sum,
+    "Fill": lambda node, args: [np.full(node.output_descs[0].shape, args[1].reshape(()),
+                                        node.output_descs[0].dtype.numpy)],
+    "ZerosLike": lambda node, args: [np.zeros_like(args[0])],
+    "OnesLike": lambda node, args: [np.ones_like(args[0])],
+}
+
+# Ops whose result depends only on their inputs' static shapes: the lowering always folds them.
+SHAPE_ONLY = frozenset({"Shape", "Size", "ShapeN"})

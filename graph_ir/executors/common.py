@@ -1,0 +1,39 @@
+"""What every executor family shares: the executor signature and the conversions to the node's output dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from graph_ir.nodes import Node
+
+# An executor gets the node and its input values (in IR order) and returns its output values.
+Executor = Callable[[Node, list[np.ndarray]], list[np.ndarray]]
+
+
+def at_dtype(node: Node, k: int, value) -> np.ndarray:
+    """A result as an array of the node's output dtype (NumPy turns 0-d results into scalars)."""
+    return np.asarray(value, dtype=node.output_descs[k].dtype.numpy)
+
+
+def elementwise(fn) -> Executor:
+    """An executor computing fn(*args) at the inputs' dtype, with Inf and NaN flowing as in TensorFlow."""
+
+    def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        with np.errstate(all="ignore"):
+            return [at_dtype(node, 0, fn(*args))]
+
+    return run
+
+
+def widened(fn) -> Executor:
+    """An executor computing fn in float32 for float16/bfloat16 inputs (as TF's CPU kernels and the Ascend kernels
+    do for the 16-bit floats), then rounding to the output dtype."""
+
+    def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        wide = [a.astype(np.float32) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a for a in args]
+        with np.errstate(all="ignore"):
+            return [at_dtype(node, 0, fn(*wide))]
+
+    return run

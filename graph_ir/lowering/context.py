@@ -1,0 +1,89 @@
+"""What the op families' lowerings (graph_ir/lowering/ops) build with: the GE handle of a TF tensor, and `add`, which
+adds a GE node for the TF node being lowered and folds it into Consts when its result is known at lowering time.
+
+Constant folding is our session's own arithmetic run early: a node whose inputs are all small Consts (shape plumbing
+such as Prod of a shape, BroadcastGradientArgs, Cast of a count) is executed by graph_ir's executor for its op and
+replaced by Consts of the results, and the shape ops (Shape, ShapeN, Size) always are, since graph_ir's shapes are
+static. So a folded graph computes what the unfolded one would, and shape-like inputs (Reshape's shape, Tile's
+multiples, reduction axes) become the Consts GE's shape inference needs. A value still unknown there is refused by
+the verifier, which the lowering reports as a LoweringError naming the TF node (a data-dependent shape).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from graph_ir.errors import LoweringError
+from graph_ir.executors import EXECUTORS
+from graph_ir.executors.array import SHAPE_ONLY
+from graph_ir.graph import Graph
+from graph_ir.lowering.capture import parse_tensor
+from graph_ir.nodes import Handle, Node
+
+FOLD_LIMIT = 4096  # the most elements a folded input or result may have (larger results stay GE nodes)
+_NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep read-before-write order
+
+
+class LoweringContext:
+    """The lowering's GE graph and the GE counterparts of the TF nodes lowered so far."""
+
+    def __init__(self, name: str, nodes: dict[str, Any]):
+        self.nodes = nodes  # TF node name -> NodeDef
+        self.graph = Graph(name)
+        # TF node name -> its GE node (outputs in TF order), the GE handles of its outputs, or None (no outputs).
+        self.lowered: dict[str, Node | list[Handle] | None] = {}
+        self.current: Any = None  # the NodeDef being lowered
+        self.current_controls: list[Node] = []
+
+    def handle(self, tensor: str) -> Handle:
+        """The GE handle of TF tensor "name:k"."""
+        name, index = parse_tensor(tensor)
+        lowered = self.lowered.get(name)
+        outputs = lowered if isinstance(lowered, list) else \
+            [lowered.output(k) for k in range(len(lowered.output_descs))] if lowered is not None else []
+        if index >= len(outputs):
+            raise LoweringError(f"tensor {tensor!r} has no GE counterpart (node {name!r}, {self.nodes[name].op})")
+        return outputs[index]
+
+    def nodes_of(self, name: str) -> list[Node]:
+        """The GE nodes that stand for TF node `name` (for control edges)."""
+        lowered = self.lowered.get(name)
+        if isinstance(lowered, list):
+            return list({id(h.node): h.node for h in lowered}.values())
+        return [lowered] if lowered is not None else []
+
+    @staticmethod
+    def value(handle: Handle) -> np.ndarray | None:
+        """The value of a handle known at lowering time (a Const's), else None."""
+        return handle.node.attrs["value"] if handle.node.type == "Const" else None
+
+    def const(self, value: Any, suffix: str) -> Handle:
+        """A Const named after the TF node being lowered."""
+        return self.graph.add_node("Const", (), {"value": np.asarray(value)}, name=f"{self.current.name}/{suffix}",
+                                   control_inputs=self.current_controls).output(0)
+
+    def add(self, ge_type: str, inputs: list[Handle | None], attrs: dict | None = None, *,
+            suffix: str = "") -> Node | list[Handle]:
+        """Adds the GE node `ge_type` for the TF node being lowered (named after it, plus `suffix` for a helper
+        node), with its control inputs; returns the node, or the handles of the Consts it was folded into."""
+        name = f"{self.current.name}/{suffix}" if suffix else self.current.name
+        node = self.graph.add_node(ge_type, inputs, attrs or {}, name=name, control_inputs=self.current_controls)
+        return self._folded(node)
+
+    def _folded(self, node: Node) -> Node | list[Handle]:
+        given = [h for h in node.inputs if h is not None]
+        foldable = node.type in SHAPE_ONLY or (
+            node.type in EXECUTORS and node.type not in _NEVER_FOLDED and not node.op.refs
+            and all(h.node.type == "Const" and h.desc.num_elements <= FOLD_LIMIT for h in given))
+        if not foldable or any(d.num_elements > FOLD_LIMIT for d in node.output_descs):
+            return node
+        args = [None if node.type in SHAPE_ONLY else h.node.attrs["value"] for h in given]
+        values = EXECUTORS[node.type](node, args)
+        self.graph.remove_last(node)
+        names = [node.name] + [f"{node.name}/output_{k}" for k in range(1, len(values))]
+        consts = [self.graph.add_node("Const", (), {"value": np.asarray(v, dtype=d.dtype.numpy).reshape(d.shape)},
+                                      name=n, control_inputs=node.control_inputs, exact_name=k == 0)
+                  for k, (n, v, d) in enumerate(zip(names, values, node.output_descs))]
+        return consts[0] if len(consts) == 1 else [c.output(0) for c in consts]

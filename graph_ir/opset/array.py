@@ -1,0 +1,239 @@
+"""The array family's GE prototypes (CANN REG_OPs; ../shared/research/ge_reg_ops.md): shapes (Shape, ShapeN, Size,
+BroadcastGradientArgs), reshaping (ExpandDims, Squeeze, Tile, Transpose, Fill), joining (ConcatV2, Pack), indexing
+(GatherV2, StridedSlice, UnsortedSegmentSum). Shape-like inputs (axes, multiples, begin/end) must be Consts: graph_ir
+graphs have static shapes. Executors: graph_ir/executors/array.py; TF mappings: graph_ir/lowering/ops/array.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.dtypes import from_ge
+from graph_ir.errors import GraphError
+from graph_ir.nodes import TensorDesc
+from graph_ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_value
+
+BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
+WITH_BOOL = ALL_DTYPES
+_SHAPE_DTYPE = IrAttr("dtype", "int", 3)  # a ge::DataType: DT_INT32 (3) or DT_INT64 (9)
+
+
+def _shape_dtype(op: IrOp, node: str, attrs):
+    dtype = from_ge(attrs["dtype"]) if attrs["dtype"] in (3, 9) else None
+    if dtype is None:
+        raise GraphError(f"{op.type} {node!r}: attribute 'dtype' must be DT_INT32 (3) or DT_INT64 (9), got "
+                         f"{attrs['dtype']}")
+    return dtype
+
+
+def _shape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    rank = len(inputs[0].shape)
+    return [TensorDesc("y", _shape_dtype(op, node, attrs), () if op.type == "Size" else (rank,))]
+
+
+def _shape_n(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    dtype = _shape_dtype(op, node, attrs)
+    return [TensorDesc(f"y{k}", dtype, (len(h.shape),)) for k, h in enumerate(inputs)]
+
+
+for _type in ("Shape", "Size"):
+    register(IrOp(_type, (IrInput("x", ALL_DTYPES),), (IrOutput("y", INDICES),), (_SHAPE_DTYPE,), outputs_from="infer",
+                  infer=_shape, doc=f"y = the {'shape' if _type == 'Shape' else 'element count'} of x (static)."))
+register(IrOp("ShapeN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", INDICES, dynamic=True),),
+              (_SHAPE_DTYPE,), outputs_from="infer", infer=_shape_n, doc="y_k = the shape of x_k (static)."))
+
+
+def _broadcast_gradient_args(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    s0, s1 = (const_dims(op, node, h, name) for h, name in zip(inputs, ("x1", "x2")))
+    r0, r1 = broadcast_gradient_args(op, node, s0, s1)
+    return [TensorDesc("y1", inputs[0].dtype, (len(r0),)), TensorDesc("y2", inputs[0].dtype, (len(r1),))]
+
+
+def broadcast_gradient_args(op: IrOp, node: str, s0: list[int], s1: list[int]) -> tuple[list[int], list[int]]:
+    """The axes each input's gradient is summed over when the two shapes broadcast (TF's BroadcastGradientArgs)."""
+    rank = max(len(s0), len(s1))
+    a, b = [1] * (rank - len(s0)) + list(s0), [1] * (rank - len(s1)) + list(s1)
+    r0, r1 = [], []
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x != y and 1 not in (x, y):
+            raise GraphError(f"{op.type} {node!r}: shapes {s0} and {s1} do not broadcast")
+        if x == 1 and y != 1:
+            r0.append(k)
+        if y == 1 and x != 1:
+            r1.append(k)
+        if x == y == 1:
+            r0.append(k)
+            r1.append(k)
+    return r0, r1
+
+
+register(IrOp("BroadcastGradientArgs", (IrInput("x1", INDICES), IrInput("x2", INDICES)),
+              (IrOutput("y1", INDICES), IrOutput("y2", INDICES)), outputs_from="infer", infer=_broadcast_gradient_args,
+              same_dtype=("x1", "x2"), doc="y1, y2 = the axes to reduce each input's gradient over (Const shapes)."))
+
+
+def _axis(op: IrOp, node: str, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise GraphError(f"{op.type} {node!r}: axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _expand_dims(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x = inputs[0]
+    axis = _axis(op, node, int(const_value(op, node, inputs[1], "axis").reshape(-1)[0]), len(x.shape) + 1)
+    return [TensorDesc("y", x.dtype, (*x.shape[:axis], 1, *x.shape[axis:]))]
+
+
+def _squeeze(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x = inputs[0]
+    axes = {_axis(op, node, a, len(x.shape)) for a in attrs["axis"]} or {k for k, d in enumerate(x.shape) if d == 1}
+    if any(x.shape[a] != 1 for a in axes):
+        raise GraphError(f"Squeeze {node!r}: cannot squeeze axes {sorted(axes)} of shape {list(x.shape)}")
+    return [TensorDesc("y", x.dtype, tuple(d for k, d in enumerate(x.shape) if k not in axes))]
+
+
+def _tile(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x, multiples = inputs[0], const_dims(op, node, inputs[1], "multiples")
+    if len(multiples) != len(x.shape) or min(multiples, default=0) < 0:
+        raise GraphError(f"Tile {node!r}: multiples {multiples} must be {len(x.shape)} dims >= 0")
+    return [TensorDesc("y", x.dtype, check_shape(node, "y", [d * m for d, m in zip(x.shape, multiples)]))]
+
+
+def _broadcast_to(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x, shape = inputs[0], tuple(const_dims(op, node, inputs[1], "shape"))
+    target = TensorDesc("shape", x.dtype, check_shape(node, "shape", shape))
+    if broadcast_shape(op, node, [x.desc, target]) != shape:
+        raise GraphError(f"BroadcastTo {node!r}: x of shape {list(x.shape)} does not broadcast to {list(shape)}")
+    return [TensorDesc("y", x.dtype, shape)]
+
+
+def range_values(op: IrOp, node: str, start, limit, delta) -> np.ndarray:
+    """TF's Range: start, start + delta, ... up to (not including) limit."""
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if delta == 0 or (limit - start) * delta < 0 and limit != start:
+        raise GraphError(f"Range {node!r}: delta {delta} does not go from {start} towards {limit}")
+    return np.arange(start, limit, delta, dtype=start.dtype)
+
+
+def _range(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    values = [const_value(op, node, h, n) for h, n in zip(inputs, ("start", "limit", "delta"))]
+    return [TensorDesc("y", inputs[0].dtype, range_values(op, node, *values).shape)]
+
+
+def _transpose(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x, perm = inputs[0], const_dims(op, node, inputs[1], "perm")
+    if sorted(perm) != list(range(len(x.shape))):
+        raise GraphError(f"Transpose {node!r}: perm {perm} is not a permutation of rank {len(x.shape)}")
+    return [TensorDesc("y", x.dtype, tuple(x.shape[p] for p in perm))]
+
+
+def _concat(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    parts, rank = inputs[:-1], len(inputs[0].shape)
+    axis = _axis(op, node, int(const_value(op, node, inputs[-1], "concat_dim").reshape(-1)[0]), rank)
+    for k, h in enumerate(parts):
+        if h.dtype != parts[0].dtype or len(h.shape) != rank or any(
+                d != e for j, (d, e) in enumerate(zip(h.shape, parts[0].shape)) if j != axis):
+            raise GraphError(f"ConcatV2 {node!r}: x{k} is {h.dtype}{list(h.shape)}, which does not join "
+                             f"x0 {parts[0].dtype}{list(parts[0].shape)} on axis {axis}")
+    shape = list(parts[0].shape)
+    shape[axis] = sum(h.shape[axis] for h in parts)
+    return [TensorDesc("y", parts[0].dtype, tuple(shape))]
+
+
+def _pack(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    first = inputs[0]
+    if any((h.dtype, h.shape) != (first.dtype, first.shape) for h in inputs):
+        raise GraphError(f"Pack {node!r}: all inputs must share x0's dtype and shape {first.dtype}{list(first.shape)}")
+    axis = _axis(op, node, attrs["axis"], len(first.shape) + 1)
+    return [TensorDesc("y", first.dtype, (*first.shape[:axis], len(inputs), *first.shape[axis:]))]
+
+
+def _gather(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x, indices = inputs[0], inputs[1]
+    if attrs["batch_dims"] != 0:
+        raise GraphError(f"GatherV2 {node!r}: graph_ir supports batch_dims 0, got {attrs['batch_dims']}")
+    axis = _axis(op, node, int(const_value(op, node, inputs[2], "axis").reshape(-1)[0]), len(x.shape))
+    return [TensorDesc("y", x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]))]
+
+
+def strided_slice_index(op: IrOp, node: str, rank: int, begin, end, strides, attrs) -> tuple:
+    """TF's StridedSlice semantics as a NumPy index (masks per bit; ellipsis and new axes included)."""
+    begin, end, strides = (np.asarray(v).reshape(-1).tolist() for v in (begin, end, strides))
+    if not len(begin) == len(end) == len(strides) or 0 in strides:
+        raise GraphError(f"StridedSlice {node!r}: begin, end and strides must have one length and no zero stride")
+    index: list = []
+    for k, (b, e, s) in enumerate(zip(begin, end, strides)):
+        bit = 1 << k
+        if attrs["ellipsis_mask"] & bit:
+            index.append(Ellipsis)
+        elif attrs["new_axis_mask"] & bit:
+            index.append(None)
+        elif attrs["shrink_axis_mask"] & bit:
+            index.append(b)
+        else:
+            index.append(slice(None if attrs["begin_mask"] & bit else b, None if attrs["end_mask"] & bit else e, s))
+    return tuple(index)
+
+
+def _strided_slice(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x = inputs[0]
+    values = [const_value(op, node, h, name) for h, name in zip(inputs[1:], ("begin", "end", "strides"))]
+    index = strided_slice_index(op, node, len(x.shape), *values, attrs)
+    try:
+        shape = np.broadcast_to(np.zeros((), np.int8), x.shape)[index].shape  # a view: no memory
+    except IndexError as e:
+        raise GraphError(f"StridedSlice {node!r}: {e} (x has shape {list(x.shape)})") from None
+    return [TensorDesc("y", x.dtype, tuple(shape))]
+
+
+def _unsorted_segment_sum(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    x, ids = inputs[0], inputs[1]
+    count = int(const_value(op, node, inputs[2], "num_segments").reshape(-1)[0])
+    if tuple(x.shape[:len(ids.shape)]) != tuple(ids.shape) or count < 0:
+        raise GraphError(f"UnsortedSegmentSum {node!r}: segment_ids of shape {list(ids.shape)} must prefix x's "
+                         f"shape {list(x.shape)}, and num_segments {count} be >= 0")
+    return [TensorDesc("y", x.dtype, (count, *x.shape[len(ids.shape):]))]
+
+
+_MASKS = tuple(IrAttr(f"{m}_mask", "int", 0) for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis"))
+_AXIS_INPUT = IrInput("axis", INDICES)
+for _op in (
+    IrOp("ExpandDims", (IrInput("x", WITH_BOOL), _AXIS_INPUT), (IrOutput("y", WITH_BOOL),), outputs_from="infer",
+         infer=_expand_dims, doc="y = x with a dimension of 1 inserted at the Const `axis`."),
+    IrOp("Squeeze", (IrInput("x", WITH_BOOL),), (IrOutput("y", WITH_BOOL),), (IrAttr("axis", "list_int", []),),
+         outputs_from="infer", infer=_squeeze, doc="y = x without its dimensions of 1 (those in `axis`, or all)."),
+    IrOp("Tile", (IrInput("x", BASIC), IrInput("multiples", INDICES)), (IrOutput("y", BASIC),), outputs_from="infer",
+         infer=_tile, doc="y = x repeated `multiples` times along each axis."),
+    IrOp("BroadcastTo", (IrInput("x", WITH_BOOL), IrInput("shape", INDICES)), (IrOutput("y", WITH_BOOL),),
+         outputs_from="infer", infer=_broadcast_to, doc="y = x broadcast to the Const `shape`."),
+    IrOp("Range", tuple(IrInput(n, ("float16", "float32", "int32", "float64", "int64", "bfloat16"))
+                        for n in ("start", "limit", "delta")), (IrOutput("y", ("float16", "float32", "int32", "float64",
+                                                                              "int64", "bfloat16")),),
+         outputs_from="infer", infer=_range, same_dtype=("start", "limit", "delta"),
+         doc="y = start, start + delta, ... below limit (Const inputs: a static length)."),
+    IrOp("Transpose", (IrInput("x", BASIC), IrInput("perm", INDICES)), (IrOutput("y", BASIC),), outputs_from="infer",
+         infer=_transpose, doc="y = x with its axes permuted by `perm`."),
+    IrOp("ConcatV2", (IrInput("x", WITH_BOOL, dynamic=True), IrInput("concat_dim", INDICES)),
+         (IrOutput("y", WITH_BOOL),), (IrAttr("N", "int", 1, minimum=1),), outputs_from="infer", infer=_concat,
+         doc="y = the N tensors x joined along `concat_dim`."),
+    IrOp("Pack", (IrInput("x", WITH_BOOL, dynamic=True),), (IrOutput("y", WITH_BOOL),),
+         (IrAttr("axis", "int", 0), IrAttr("N", "int", required=True, minimum=1)), outputs_from="infer", infer=_pack,
+         doc="y = the N tensors x stacked along a new axis `axis`."),
+    IrOp("GatherV2", (IrInput("x", BASIC), IrInput("indices", INDICES), _AXIS_INPUT), (IrOutput("y", BASIC),),
+         (IrAttr("batch_dims", "int", 0), IrAttr("is_preprocessed", "bool", False),
+          IrAttr("negative_index_support", "bool", False)), outputs_from="infer", infer=_gather,
+         doc="y = the slices of x at `indices` along `axis` (an index out of range is an error, as on TF's CPU)."),
+    IrOp("StridedSlice", (IrInput("x", BASIC), IrInput("begin", INDICES), IrInput("end", INDICES),
+                          IrInput("strides", INDICES)), (IrOutput("y", BASIC),), _MASKS, outputs_from="infer",
+         infer=_strided_slice, doc="y = x[begin:end:strides] with TF's masks."),
+    IrOp("UnsortedSegmentSum", (IrInput("x", BASIC), IrInput("segment_ids", INDICES),
+                                IrInput("num_segments", INDICES)), (IrOutput("y", BASIC),),
+         (IrAttr("is_preprocessed", "bool", False),), outputs_from="infer", infer=_unsorted_segment_sum,
+         doc="y[i] = the sum of the x slices whose segment id is i (ids out of range are dropped, as in TF)."),
+    IrOp("Fill", (IrInput("dims", INDICES), IrInput("value", ALL_DTYPES, scalar=True)), (IrOutput("y", ALL_DTYPES),),
+         outputs_from="fill", doc="y = value everywhere, of shape dims."),
+    IrOp("ZerosLike", (IrInput("x", BASIC),), (IrOutput("y", BASIC),), outputs_from="same", doc="y = zeros like x."),
+    IrOp("OnesLike", (IrInput("x", WITH_BOOL),), (IrOutput("y", WITH_BOOL),), outputs_from="same",
+         doc="y = ones like x."),
+):
+    register(_op)
