@@ -85,7 +85,7 @@ _UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / 
 _WIDENED = {"Sigmoid": _sigmoid, "Tanh": np.tanh,
             "Erf": lambda x: _ERF(x.astype(np.float64)), "Erfc": lambda x: _ERFC(x.astype(np.float64)),
             # Eigen's gradient functors, in their operation order.
-            "SigmoidGrad": lambda y, dy: dy * y * (1 - y),
+            "SigmoidGrad": lambda y, dy: dy * (y * (1 - y)),
             "TanhGrad": lambda y, dy: dy * (1 - y * y),
             "RsqrtGrad": lambda y, dy: np.asarray(-0.5, y.dtype) * (dy * y) * (y * y)}
 

@@ -87,7 +87,8 @@ class Lowerer(LoweringContext):
     # -- the walk -------------------------------------------------------------------------------------------------
 
     def run(self) -> Graph:
-        roots = [parse_tensor(t)[0] for t in self.outputs] + self.must_run
+        # Every argument becomes a Data node, read or not, so that run_graph takes the step's own arguments.
+        roots = [parse_tensor(t)[0] for t in self.outputs] + self.must_run + self.args
         for root in roots:
             self._lower_from(root)
         outputs = [self.handle(t) for t in self.outputs]
