@@ -17,6 +17,9 @@ def _rank(ctx, node, inputs):
     return [ctx.const(np.int32(len(inputs[0].shape)), "rank")]
 
 
+_rank.ge_type = "Const"
+
+
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
 
 LOWERINGS = {

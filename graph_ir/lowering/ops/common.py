@@ -35,7 +35,7 @@ def same(ge_type: str, **attrs: Callable | str) -> Callable:
         values = {k: (tf_attr(node, v) if isinstance(v, str) else v(node)) for k, v in attrs.items()}
         return ctx.add(ge_type, inputs, values)
 
-    lower.__doc__ = f"TF {{op}} -> GE {ge_type}"
+    lower.ge_type = ge_type  # what the README's lowering table names
     return lower
 
 
