@@ -151,10 +151,10 @@ INDICES = ("int32", "int64")
 
 # In place on their first input (CANN names it `ref`, AssignSub's `var`), which must be a Variable.
 for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var")):
-    register(IrOp(_type, (IrInput(_port, REALS + ("bool",)), IrInput("value", REALS + ("bool",))),
-                  (IrOutput(_port, REALS + ("bool",)),),
-                  (IrAttr("use_locking", "bool", False),) + ((IrAttr("validate_shape", "bool", True),)
-                                                            if _type == "Assign" else ()),
+    _dtypes = REALS + ("bool",) if _type == "Assign" else REALS  # CANN: Assign BasicType + bool, the others Number
+    register(IrOp(_type, (IrInput(_port, _dtypes), IrInput("value", _dtypes)), (IrOutput(_port, _dtypes),),
+                  ((IrAttr("validate_shape", "bool", True),) if _type == "Assign" else ())
+                  + (IrAttr("use_locking", "bool", False),),
                   same_dtype=(_port, "value"), same_shape=(_port, "value"),
                   doc=f"{_port} {'=' if _type == 'Assign' else '+=' if _type == 'AssignAdd' else '-='} value, in place."))
 register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", ALL_DTYPES, dynamic=True),),

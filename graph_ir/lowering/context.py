@@ -59,9 +59,10 @@ class LoweringContext:
         """The value of a handle known at lowering time (a Const's), else None."""
         return handle.node.attrs["value"] if handle.node.type == "Const" else None
 
-    def const(self, value: Any, suffix: str) -> Handle:
-        """A Const named after the TF node being lowered."""
-        return self.graph.add_node("Const", (), {"value": np.asarray(value)}, name=f"{self.current.name}/{suffix}",
+    def const(self, value: Any, suffix: str = "") -> Handle:
+        """A Const named after the TF node being lowered (plus `suffix` for a second one)."""
+        name = f"{self.current.name}/{suffix}" if suffix else self.current.name
+        return self.graph.add_node("Const", (), {"value": np.asarray(value)}, name=name,
                                    control_inputs=self.current_controls).output(0)
 
     def add(self, ge_type: str, inputs: list[Handle | None], attrs: dict | None = None, *,

@@ -15,6 +15,8 @@ from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_valu
 
 BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
 WITH_BOOL = ALL_DTYPES
+NO_BFLOAT16 = tuple(d for d in ALL_DTYPES if d != "bfloat16")  # the older REG_OPs' explicit lists (Shape, ExpandDims)
+_ONES = tuple(d for d in ALL_DTYPES if not d.startswith("uint") or d == "uint8")
 _SHAPE_DTYPE = IrAttr("dtype", "int", 3)  # a ge::DataType: DT_INT32 (3) or DT_INT64 (9)
 
 
@@ -37,9 +39,9 @@ def _shape_n(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 
 for _type in ("Shape", "Size"):
-    register(IrOp(_type, (IrInput("x", ALL_DTYPES),), (IrOutput("y", INDICES),), (_SHAPE_DTYPE,), outputs_from="infer",
+    register(IrOp(_type, (IrInput("x", NO_BFLOAT16),), (IrOutput("y", INDICES),), (_SHAPE_DTYPE,), outputs_from="infer",
                   infer=_shape, doc=f"y = the {'shape' if _type == 'Shape' else 'element count'} of x (static)."))
-register(IrOp("ShapeN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", INDICES, dynamic=True),),
+register(IrOp("ShapeN", (IrInput("x", NO_BFLOAT16, dynamic=True),), (IrOutput("y", INDICES, dynamic=True),),
               (_SHAPE_DTYPE,), outputs_from="infer", infer=_shape_n, doc="y_k = the shape of x_k (static)."))
 
 
@@ -198,7 +200,7 @@ def _unsorted_segment_sum(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc
 _MASKS = tuple(IrAttr(f"{m}_mask", "int", 0) for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis"))
 _AXIS_INPUT = IrInput("axis", INDICES)
 for _op in (
-    IrOp("ExpandDims", (IrInput("x", WITH_BOOL), _AXIS_INPUT), (IrOutput("y", WITH_BOOL),), outputs_from="infer",
+    IrOp("ExpandDims", (IrInput("x", NO_BFLOAT16), _AXIS_INPUT), (IrOutput("y", NO_BFLOAT16),), outputs_from="infer",
          infer=_expand_dims, doc="y = x with a dimension of 1 inserted at the Const `axis`."),
     IrOp("Squeeze", (IrInput("x", WITH_BOOL),), (IrOutput("y", WITH_BOOL),), (IrAttr("axis", "list_int", []),),
          outputs_from="infer", infer=_squeeze, doc="y = x without its dimensions of 1 (those in `axis`, or all)."),
@@ -233,7 +235,7 @@ for _op in (
     IrOp("Fill", (IrInput("dims", INDICES), IrInput("value", ALL_DTYPES, scalar=True)), (IrOutput("y", ALL_DTYPES),),
          outputs_from="fill", doc="y = value everywhere, of shape dims."),
     IrOp("ZerosLike", (IrInput("x", BASIC),), (IrOutput("y", BASIC),), outputs_from="same", doc="y = zeros like x."),
-    IrOp("OnesLike", (IrInput("x", WITH_BOOL),), (IrOutput("y", WITH_BOOL),), outputs_from="same",
+    IrOp("OnesLike", (IrInput("x", _ONES),), (IrOutput("y", _ONES),), outputs_from="same",
          doc="y = ones like x."),
 ):
     register(_op)

@@ -13,12 +13,16 @@ NUMBERS = REALS  # CANN's NumberType, less the complex and quantized types graph
 UNARY_FLOATS = FLOATS  # CANN's UnaryDataType (f16 bf16 f32 f64, less complex)
 FLOATING = ("float16", "float32", "float64")  # CANN's FloatingDataType (no bfloat16)
 
-_BINARY = {"Add": REALS, "AddV2": REALS, "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": REALS,
-           "Minimum": REALS, "Pow": REALS, "FloorMod": ("int32", "int64", *FLOATS), "FloorDiv": REALS,
+_INTS = ("int8", "int16", "int32", "int64")
+_WIDE = ("float16", "float32", "float64", "int32", "int64")  # the older REG_OPs' common list (no bfloat16)
+_BINARY = {"Add": (*FLOATS, *_INTS, "uint8"), "AddV2": ("float16", "float32", "float64", *_INTS, "uint8"),
+           "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": _WIDE, "Minimum": _WIDE, "Pow": REALS,
+           "FloorMod": _WIDE, "FloorDiv": REALS,
            "DivNoNan": ("float32", "float16", "float64", "int32", "int8", "uint8"),
-           "SquaredDifference": ("float16", "float32", "float64", "int32", "int64")}
+           "SquaredDifference": _WIDE}
 _UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FLOATS, "Rsqrt": FLOATS,
-          "Square": REALS, "Neg": REALS, "Abs": REALS, "Sign": REALS, "Floor": FLOATS,
+          "Square": (*FLOATS, "int32", "int64"), "Neg": (*FLOATS, "int32", "int64"), "Abs": (*FLOATS, *_INTS),
+          "Sign": _WIDE, "Floor": FLOATING,
           "Relu": ("float32", "float16", "float64", "int8", "int32", "int16", "int64", "uint8", "uint16"),
           "Sigmoid": UNARY_FLOATS, "Tanh": UNARY_FLOATS, "Erf": FLOATING, "Erfc": FLOATING}
 # Gradients of activations: (inputs in IR order, output name, extra attrs). z = dy * f'(y) from the forward output
@@ -31,7 +35,8 @@ _GRADS = {"ReluGrad": (("gradients", "features"), "backprops", (), REALS),
 # Exp and Log carry y = base^(scale * x + shift) / log_base(shift + scale * x); base -1 means e (what TF's Exp and
 # Log are, and what CANN's TF plugins set).
 _EXP_LOG_ATTRS = (IrAttr("base", "float", -1.0), IrAttr("scale", "float", 1.0), IrAttr("shift", "float", 0.0))
-_COMPARE = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
+_COMPARE = {t: REALS for t in ("Less", "LessEqual", "Greater", "GreaterEqual", "NotEqual")}
+_COMPARE["Equal"] = (*FLOATS, *_INTS, "uint8", "bool")
 
 for _type, _dtypes in _BINARY.items():
     register(IrOp(_type, (IrInput("x1", _dtypes), IrInput("x2", _dtypes)), (IrOutput("y", _dtypes),),
@@ -43,14 +48,15 @@ for _type, (_ports, _out, _attrs, _dtypes) in _GRADS.items():
     register(IrOp(_type, tuple(IrInput(p, _dtypes) for p in _ports), (IrOutput(_out, _dtypes),), _attrs,
                   outputs_from="same", same_dtype=_ports, same_shape=_ports,
                   doc=f"{_out} = the gradient of the activation, from {', '.join(_ports)}."))
-for _type in _COMPARE:
-    register(IrOp(_type, (IrInput("x1", (*REALS, "bool")), IrInput("x2", (*REALS, "bool"))), (IrOutput("y", ("bool",)),),
+for _type, _dtypes in _COMPARE.items():
+    register(IrOp(_type, (IrInput("x1", _dtypes), IrInput("x2", _dtypes)), (IrOutput("y", ("bool",)),),
                   outputs_from="compare", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), bool, broadcast."))
 register(IrOp("Select", (IrInput("condition", ("bool",)), IrInput("x1", ALL_DTYPES), IrInput("x2", ALL_DTYPES)),
               (IrOutput("y", ALL_DTYPES),), outputs_from="select", same_dtype=("x1", "x2"),
               doc="y = x1 where condition else x2."))
-register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", ALL_DTYPES), IrInput("else", ALL_DTYPES)),
-              (IrOutput("result", ALL_DTYPES),), outputs_from="select", same_dtype=("then", "else"),
+_BASIC = tuple(d for d in ALL_DTYPES if d != "bool")
+register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", _BASIC), IrInput("else", _BASIC)),
+              (IrOutput("result", _BASIC),), outputs_from="select", same_dtype=("then", "else"),
               doc="result = then where condition else else, all three broadcast."))
 
 

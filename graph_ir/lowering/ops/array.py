@@ -1,32 +1,33 @@
-"""The array family's TF -> GE mappings (prototypes: graph_ir/opset/array.py). Shape, ShapeN and Size fold into
-Consts (graph_ir's shapes are static), and so does whatever shape arithmetic follows them (graph_ir/lowering/
-context.py); Rank is its Const directly."""
+"""The array family's TF -> GE mappings (prototypes: graph_ir/opset/array.py). Shape, ShapeN, Size and Rank become
+Consts of the static shapes directly (GE would fold them too; and their REG_OPs take no bfloat16, though a shape of a
+bfloat16 tensor is well defined), and so does whatever shape arithmetic follows them (graph_ir/lowering/context.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from graph_ir.lowering.ops.common import count, same, tf_attr
 
 
-def _out_type(node) -> int:
-    return tf_attr(node, "out_type").ge  # GE's Shape ops carry the ge::DataType as an int
+def _shapes(of: Callable) -> Callable:
+    def lower(ctx, node, inputs):
+        dtype = tf_attr(node, "out_type").numpy if "out_type" in node.attr else np.int32
+        values = of(inputs)
+        return [ctx.const(np.asarray(v, dtype), f"output_{k}" if k else "") for k, v in enumerate(values)]
 
-
-def _rank(ctx, node, inputs):
-    return [ctx.const(np.int32(len(inputs[0].shape)), "rank")]
-
-
-_rank.ge_type = "Const"
+    lower.ge_type = "Const"
+    return lower
 
 
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
 
 LOWERINGS = {
-    "Shape": same("Shape", dtype=_out_type),
-    "ShapeN": same("ShapeN", dtype=_out_type),
-    "Size": same("Size", dtype=_out_type),
-    "Rank": _rank,
+    "Shape": _shapes(lambda inputs: [list(inputs[0].shape)]),
+    "ShapeN": _shapes(lambda inputs: [list(h.shape) for h in inputs]),
+    "Size": _shapes(lambda inputs: [inputs[0].desc.num_elements]),
+    "Rank": _shapes(lambda inputs: [len(inputs[0].shape)]),
     "BroadcastGradientArgs": same("BroadcastGradientArgs"),
     "Reshape": same("Reshape"),
     "ExpandDims": same("ExpandDims"),
