@@ -154,3 +154,14 @@ def test_tf1_graph_training_step_with_fetches(optimizer):
         for v in (w1, b1, w2, step):
             (got,) = session.get_variables([lowered.variable_name(v)])
             assert train_steps.scaled_difference(got, sess.run(v)) <= FLOAT32_TOLERANCE, v.name
+
+
+def test_data_dependent_shapes_are_refused():
+    v = tf.Variable(np.ones(4, np.float32))
+
+    @tf.function
+    def step(x):
+        v.assign_add(tf.reduce_sum(tf.boolean_mask(x, x > 0)) * tf.ones(4))
+
+    with pytest.raises(graph_ir.LoweringError, match=r"TF op Where .*depends on the data"):
+        graph_ir.from_tensorflow(step, tf.TensorSpec((5,), tf.float32))

@@ -1,0 +1,62 @@
+"""The normalization family's executors (prototypes: graph_ir/opset/norm.py), with TF's CPU formulas
+(fused_batch_norm_op.cc): float32 statistics, the variance of the centered values, rsqrt(variance + epsilon) * scale
+as one factor; not bitwise Eigen's summation order, within the lowering tests' tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.executors.common import at_dtype
+from graph_ir.nodes import Node
+
+
+def _axes(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The reduced axes, and the shape that broadcasts a per-channel vector against x."""
+    c = 3 if node.attrs["data_format"] == "NHWC" else 1
+    return tuple(k for k in range(4) if k != c), tuple(-1 if k == c else 1 for k in range(4))
+
+
+def _batch_norm(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    x, scale, offset = args[0].astype(np.float32), args[1], args[2]
+    axes, shape = _axes(node)
+    eps = np.float32(node.attrs["epsilon"])
+    with np.errstate(all="ignore"):
+        if node.attrs["is_training"]:
+            count = x.size // scale.size
+            mean = np.sum(x, axis=axes) * np.float32(1 / count)
+            centered = x - mean.reshape(shape)
+            variance = np.sum(np.square(centered), axis=axes) * np.float32(1 / count)
+            batch_variance = variance * np.float32(count / max(count - 1, 1))
+        else:
+            mean, variance = args[3], args[4]
+            centered = x - mean.reshape(shape)
+            batch_variance = variance
+        factor = (1 / np.sqrt(variance + eps)) * scale
+        y = centered * factor.reshape(shape) + offset.reshape(shape)
+    return [at_dtype(node, 0, y), mean.astype(np.float32), batch_variance.astype(np.float32),
+            mean.astype(np.float32), variance.astype(np.float32), np.zeros(0, np.float32)]
+
+
+def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    dy, x, scale, mean, variance = (a.astype(np.float32) for a in args[:5])
+    axes, shape = _axes(node)
+    eps = np.float32(node.attrs["epsilon"])
+    with np.errstate(all="ignore"):
+        inv_std = 1 / np.sqrt(variance + eps)
+        offset_backprop = np.sum(dy, axis=axes)
+        centered = x - mean.reshape(shape)
+        scale_backprop = np.sum(dy * centered, axis=axes) * inv_std
+        if node.attrs["is_training"]:
+            count = x.size // scale.size
+            dy_mean = offset_backprop / np.float32(count)
+            dyc_mean = np.sum(dy * centered, axis=axes) / np.float32(count)
+            x_backprop = (scale * inv_std).reshape(shape) * (
+                dy - dy_mean.reshape(shape) - centered * (dyc_mean / (variance + eps)).reshape(shape))
+        else:
+            x_backprop = dy * (scale * inv_std).reshape(shape)
+    zero = np.zeros((), np.float32)
+    return [at_dtype(node, 0, x_backprop), scale_backprop.astype(np.float32), offset_backprop.astype(np.float32),
+            zero, zero.copy()]
+
+
+EXECUTORS = {"BatchNorm": _batch_norm, "BatchNormGrad": _batch_norm_grad}
