@@ -15,6 +15,8 @@ from graph_ir.dtypes import BY_NAME
 from graph_ir.errors import GraphError
 
 ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
+# CANN's 12-dtype list of Const, Variable, IdentityN (and the released Identity) (hdr array_ops.h / state_ops.h): no bfloat16.
+HDR_DTYPES = tuple(d for d in ALL_DTYPES if d != "bfloat16")
 
 # How a node's output descs are known (graph_ir/verify.py has one rule per name):
 #   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
@@ -52,7 +54,9 @@ class IrOutput:
 @dataclass(frozen=True)
 class IrAttr:
     name: str
-    type: str  # "int", "float", "bool", "string", "tensor", "type" (a dtype), "list_int"
+    # "int", "float", "bool", "string", "tensor", "type" (a dtype, AttrDef.dt), "list_int", "dtype_int" (a dtype
+    # that CANN declares as an Int attr holding its ge::DataType, AttrDef.i: Cast's dst_type)
+    type: str
     default: object = None
     required: bool = False
     minimum: int | None = None  # for "int" attrs
@@ -118,16 +122,18 @@ register(IrOp("Data", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y",
 register(IrOp("RefData", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("index", "int", 0, minimum=0),), outputs_from="given",
               doc="A graph input whose buffer ref ops may write in place."))
-register(IrOp("Variable", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
+register(IrOp("Variable", (IrInput("x", HDR_DTYPES, optional=True),), (IrOutput("y", HDR_DTYPES),),
               (IrAttr("index", "int", 0), IrAttr("value", "tensor", required=True), IrAttr("container", "string", ""),
                IrAttr("shared_name", "string", "")), outputs_from="value",
               doc="Session-held state, shared by name; initialized from `value`."))
-register(IrOp("Const", (), (IrOutput("y", ALL_DTYPES),), (IrAttr("value", "tensor", required=True),),
+register(IrOp("Const", (), (IrOutput("y", HDR_DTYPES),), (IrAttr("value", "tensor", required=True),),
               outputs_from="value", doc="A constant tensor."))
+# Identity keeps bfloat16 (ops-math identity_proto.h declares x, y ALL; the released hdr list has no bfloat16): the
+# lowering reads bfloat16 resource variables through it. tests/graph_ir/test_reg_ops.py lists this exception.
 register(IrOp("Identity", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),), outputs_from="same",
               same_dtype=("x",), doc="y = x (a snapshot of x when it runs)."))
 register(IrOp("Cast", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),),
-              (IrAttr("dst_type", "type", required=True), IrAttr("truncate", "bool", False)), outputs_from="cast",
+              (IrAttr("dst_type", "dtype_int", required=True),), outputs_from="cast",
               doc="y = x converted to dst_type (round to nearest even for floats)."))
 register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "int64"))), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("axis", "int", 0), IrAttr("num_axes", "int", -1)), outputs_from="reshape",
@@ -137,12 +143,22 @@ register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), output
 
 # GE standard operators that lowered TF training steps contain (CANN ops-math REG_OPs; see
 # ../shared/research/ge_standard_ops.md). Binary ops take (x1, x2) of one dtype and broadcast, as TF's do.
+# Each dtype list is the part of REALS that the op's REG_OP allows (ge_reg_ops.md, checked by
+# tests/graph_ir/test_reg_ops.py): the released CANN lists have no bfloat16 for AddV2, Maximum, Minimum, Sign, Floor
+# and FloorMod, and fewer small integers than TF for several ops.
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 REALS = (*FLOATS, "int8", "int16", "int32", "int64", "uint8", "uint16")
-_BINARY = {"Add": REALS, "AddV2": REALS, "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": REALS,
-           "Minimum": REALS, "Pow": REALS, "FloorMod": ("int32", "int64", *FLOATS), "FloorDiv": REALS}
+FLOATS_NO_BF16 = ("float16", "float32", "float64")
+_SIGNED = ("int8", "int16", "int32", "int64")
+_BINARY = {"Add": (*FLOATS, *_SIGNED, "uint8"), "AddV2": (*FLOATS_NO_BF16, *_SIGNED, "uint8"), "Sub": REALS,
+           "Mul": REALS, "RealDiv": REALS, "Maximum": (*FLOATS_NO_BF16, "int32", "int64"),
+           "Minimum": (*FLOATS_NO_BF16, "int32", "int64"), "Pow": (*FLOATS, "int8", "int32", "int64", "uint8"),
+           "FloorMod": ("int32", "int64", *FLOATS_NO_BF16), "FloorDiv": REALS}
 _UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FLOATS, "Rsqrt": FLOATS,
-          "Square": REALS, "Neg": REALS, "Abs": REALS, "Sign": REALS, "Floor": FLOATS}
+          "Square": (*FLOATS, "int32", "int64"), "Neg": (*FLOATS, "int32", "int64"), "Abs": (*FLOATS, *_SIGNED),
+          "Sign": (*FLOATS_NO_BF16, "int32", "int64"), "Floor": FLOATS_NO_BF16}
+# Less, LessEqual, Greater, GreaterEqual, NotEqual take RealNumberType (no bool); Equal takes bool but no uint16.
+_COMPARE_DTYPES = {"Equal": (*FLOATS, *_SIGNED, "uint8", "bool")}
 # Exp and Log carry y = base^(scale * x + shift) / log_base(shift + scale * x); base -1 means e (what TF's Exp and
 # Log are, and what CANN's TF plugins set).
 _EXP_LOG_ATTRS = (IrAttr("base", "float", -1.0), IrAttr("scale", "float", 1.0), IrAttr("shift", "float", 0.0))
@@ -155,25 +171,28 @@ for _type, _dtypes in _UNARY.items():
     register(IrOp(_type, (IrInput("x", _dtypes),), (IrOutput("y", _dtypes),),
                   _EXP_LOG_ATTRS if _type in ("Exp", "Log") else (), outputs_from="same", doc=f"y = {_type}(x)."))
 for _type in _COMPARE:
-    register(IrOp(_type, (IrInput("x1", (*REALS, "bool")), IrInput("x2", (*REALS, "bool"))), (IrOutput("y", ("bool",)),),
+    _dtypes = _COMPARE_DTYPES.get(_type, REALS)
+    register(IrOp(_type, (IrInput("x1", _dtypes), IrInput("x2", _dtypes)), (IrOutput("y", ("bool",)),),
                   outputs_from="compare", same_dtype=("x1", "x2"), doc=f"y = {_type}(x1, x2), bool, broadcast."))
 register(IrOp("Select", (IrInput("condition", ("bool",)), IrInput("x1", ALL_DTYPES), IrInput("x2", ALL_DTYPES)),
               (IrOutput("y", ALL_DTYPES),), outputs_from="select", same_dtype=("x1", "x2"),
               doc="y = x1 where condition else x2."))
-register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", ALL_DTYPES), IrInput("else", ALL_DTYPES)),
-              (IrOutput("result", ALL_DTYPES),), outputs_from="select", same_dtype=("then", "else"),
+_BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # SelectV2's BasicType: no bool
+register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", _BASIC), IrInput("else", _BASIC)),
+              (IrOutput("result", _BASIC),), outputs_from="select", same_dtype=("then", "else"),
               doc="result = then where condition else else, all three broadcast."))
 # In place on their first input (CANN names it `ref`, AssignSub's `var`), which must be a Variable.
+# Assign also takes bool; AssignAdd (BasicType) and AssignSub (NumberType) do not.
 for _type, _port in (("Assign", "ref"), ("AssignAdd", "ref"), ("AssignSub", "var")):
-    register(IrOp(_type, (IrInput(_port, REALS + ("bool",)), IrInput("value", REALS + ("bool",))),
-                  (IrOutput(_port, REALS + ("bool",)),),
+    _dtypes = REALS + ("bool",) if _type == "Assign" else REALS
+    register(IrOp(_type, (IrInput(_port, _dtypes), IrInput("value", _dtypes)), (IrOutput(_port, _dtypes),),
                   (IrAttr("use_locking", "bool", False),) + ((IrAttr("validate_shape", "bool", True),)
                                                             if _type == "Assign" else ()),
                   same_dtype=(_port, "value"), same_shape=(_port, "value"),
                   doc=f"{_port} {'=' if _type == 'Assign' else '+=' if _type == 'AssignAdd' else '-='} value, in place."))
 register(IrOp("Fill", (IrInput("dims", ("int32", "int64")), IrInput("value", ALL_DTYPES, scalar=True)),
               (IrOutput("y", ALL_DTYPES),), outputs_from="fill", doc="y = value everywhere, of shape dims."))
-register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput("y", ALL_DTYPES, dynamic=True),),
+register(IrOp("IdentityN", (IrInput("x", HDR_DTYPES, dynamic=True),), (IrOutput("y", HDR_DTYPES, dynamic=True),),
               outputs_from="each", doc="y_k = x_k (snapshots)."))
 
 # Node types whose outputs are graph inputs or state: the only producers an in-place input may come from (GE wants a
