@@ -1,4 +1,4 @@
-"""Element types and their four numberings: NumPy, TensorFlow, GE's C++ ge::DataType (AttrDef.dt, Cast's dst_type)
+"""Element types and their four numberings: NumPy, TensorFlow, GE's C++ ge::DataType (AttrDef.dt, Cast's Int dst_type)
 and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN's types.h / ge_ir.proto."""
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ def _tensor(node: str, field: str, t) -> np.ndarray:
     return array.astype(desc.dtype.numpy).reshape(desc.shape)
 
 
-_FIELD = {"bool": "b", "int": "i", "float": "f", "string": "s", "type": "dt", "tensor": "t", "list_int": "list"}
+_FIELD = {"bool": "b", "int": "i", "float": "f", "string": "s", "type": "dt", "tensor": "t", "list_int": "list",
+          "dtype_int": "i"}
 
 
 def _attr(node: str, name: str, attr, spec: registry.IrAttr):
@@ -64,9 +65,9 @@ def _attr(node: str, name: str, attr, spec: registry.IrAttr):
             return attr.s.decode()
         except UnicodeDecodeError:
             raise GraphError(f"node {node!r}: attribute {name!r} is not valid UTF-8") from None
-    if spec.type == "type":
+    if spec.type in ("type", "dtype_int"):
         try:
-            return from_ge(attr.dt)
+            return from_ge(attr.dt if spec.type == "type" else attr.i)
         except ValueError as e:
             raise GraphError(f"node {node!r}: attribute {name!r} has {e}") from None
     if spec.type == "tensor":

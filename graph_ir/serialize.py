@@ -5,7 +5,8 @@ Following CANN's conventions (see ../shared/research/ge_ir.md §1–3, §7):
 - OpDef.input holds "node:index" data edges in IR order, then "node:-1" control edges;
 - input_desc copies each producer's output desc renamed to the IR input name; output_desc uses the IR output names
   (a ref output has its input's name); layout "ND"; TensorDescriptor.dtype uses the proto numbering;
-- AttrDef.dt (a dtype attr, e.g. Cast's dst_type) uses the C++ ge::DataType numbering;
+- a dtype attr uses the C++ ge::DataType numbering: in AttrDef.dt for a REG_OP Type attr, in AttrDef.i for an Int
+  one (Cast's dst_type, REQUIRED_ATTR(dst_type, Int); ge_standard_ops.md §4);
 - every list attr sets val_type (GE's deserializer drops a list whose val_type is VT_LIST_NONE);
 - _input_name_key/_input_name_value and _output_name_key/_output_name_value give GE the port names, from which it
   derives the ref (in-place) ports.
@@ -57,6 +58,8 @@ def _write_attr(attr, spec: IrAttr, value) -> None:
         attr.s = value.encode()
     elif spec.type == "type":
         attr.dt = value.ge  # the C++ numbering, as GE's data_type_serializer writes it
+    elif spec.type == "dtype_int":
+        attr.i = value.ge  # an Int attr holding the C++ numbering (Cast's dst_type, as CANN's TF plugin writes it)
     elif spec.type == "tensor":
         _fill_tensor(attr.t, "y", value)
     elif spec.type == "list_int":

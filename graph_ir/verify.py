@@ -71,7 +71,7 @@ def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
         if not isinstance(value, str):
             raise bad("a str")
         return value
-    if a.type == "type":
+    if a.type in ("type", "dtype_int"):
         try:
             return as_dtype(value)
         except TypeError:

@@ -16,7 +16,8 @@ FLOATING = ("float16", "float32", "float64")  # CANN's FloatingDataType (no bflo
 _INTS = ("int8", "int16", "int32", "int64")
 _WIDE = ("float16", "float32", "float64", "int32", "int64")  # the older REG_OPs' common list (no bfloat16)
 _BINARY = {"Add": (*FLOATS, *_INTS, "uint8"), "AddV2": ("float16", "float32", "float64", *_INTS, "uint8"),
-           "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": _WIDE, "Minimum": _WIDE, "Pow": REALS,
+           "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": _WIDE, "Minimum": _WIDE,
+           "Pow": (*FLOATS, "int8", "int32", "int64", "uint8"),
            "FloorMod": _WIDE, "FloorDiv": REALS,
            "DivNoNan": ("float32", "float16", "float64", "int32", "int8", "uint8"),
            "SquaredDifference": _WIDE}

@@ -67,8 +67,11 @@ def test_values_are_checked_against_their_descs():
     del _op(model, "w").attr["value"]
     _loads_error(model, r"Variable 'w': required attribute 'value' \(tensor\) is missing")
     model = _model()
-    _op(model, "cast").attr["dst_type"].dt = 12345
+    _op(model, "cast").attr["dst_type"].i = 12345
     _loads_error(model, r"node 'cast': attribute 'dst_type' has unsupported ge::DataType 12345")
+    model = _model()
+    _op(model, "cast").attr["dst_type"].dt = 0  # CANN's dst_type is an Int attr, not a Type one
+    _loads_error(model, r"node 'cast': attribute 'dst_type' is stored as 'dt', expected 'i'")
     model = _model()
     _op(model, "update").attr["use_locking"].i = 1
     _loads_error(model, r"node 'update': attribute 'use_locking' is stored as 'i', expected 'b'")

@@ -54,7 +54,8 @@ def test_model_def_fields():
     assert update.attr["use_locking"].WhichOneof("value") == "b"
     cast = ops_by_name["cast"]
     assert list(cast.input) == ["update:0", "update:-1"]  # data edges, then the control edge as name:-1
-    assert cast.attr["dst_type"].dt == 0  # ge::DataType DT_FLOAT = 0 (the C++ numbering), proto DT_FLOAT = 1
+    # REQUIRED_ATTR(dst_type, Int): an Int holding ge::DataType DT_FLOAT = 0 (the C++ numbering; proto DT_FLOAT = 1)
+    assert cast.attr["dst_type"].WhichOneof("value") == "i" and cast.attr["dst_type"].i == 0
     assert cast.output_desc[0].dtype == 1
     fea = ops_by_name["fea"]
     assert list(fea.input)[:2] == ["grad2:0", "update:0"]
