@@ -12,15 +12,17 @@ import tensorflow as tf
 
 from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 from op_spec.checks import check_attrs
-from tf_plugin import raw_ops
+from tf_plugin import keras_checks, raw_ops
 from tf_plugin.flat_state import FlatStateMixin, dense_gradient, require_tensorflow_backend
+from tf_plugin.pending_average import PendingAverageMixin, initialized
+from tf_plugin.state_guards import StateGuardsMixin
 
 _FEA = FUSED_EMA_ADAM.defaults
 _MODES = {"l2": 0, "adamw": 1}
 
 
 @keras.saving.register_keras_serializable(package="tf_plugin")
-class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
+class FusedEmaAdam(PendingAverageMixin, StateGuardsMixin, FlatStateMixin, keras.optimizers.Optimizer):
     """Adam/AdamW fused with an EMA of the weights, on the op ``ResourceApplyFusedEmaAdam`` (GE ApplyFusedEmaAdam).
 
     With t = iterations + 1 and (c1, c2) = (1 - beta_1^t, 1 - beta_2^t) (or (1, 1) without bias correction):
@@ -43,6 +45,15 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
     here (passing a different value is an error). Unlike Keras's average, ``s`` is not reset to the weights after
     the first step. Weight decay is fused too (Keras's separate decay pass is not run);
     ``exclude_from_weight_decay`` is honoured.
+
+    Variables: float16, bfloat16 or float32 (the op's dtypes, op_spec); another dtype is refused at build, naming the
+    variable. float16 variables need ``epsilon >= 1e-6``: v underflows to 0 for small gradients in float16, and the
+    default 1e-8 then trains to NaN (build warns). A variable may appear once per ``apply_gradients`` call, in both
+    layouts (stock Keras would apply the two gradients one after the other); a repeat is a ValueError naming it,
+    and nothing is written. Each call's gradients are all checked before any is applied. The two ``flat_state``
+    layouts store the slots differently: a checkpoint or weights file of one is refused by the other, naming
+    flat_state, before any of the optimizer is restored. A model without ``keras.Input`` works as with it (the
+    average of a variable made inside the first step is copied from it in that step).
 
     Args:
       learning_rate: a float, a LearningRateSchedule or a callable; fed to the op as a float32 tensor every step.
@@ -68,8 +79,11 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
         **kwargs,
     ):
         require_tensorflow_backend("FusedEmaAdam")
+        scalars = {"beta_1": beta_1, "beta_2": beta_2, "epsilon": epsilon, "ema_decay": ema_decay,
+                   "weight_decay": weight_decay}
+        beta_1, beta_2, epsilon, ema_decay, weight_decay = (keras_checks.scalar_argument(k, v) for k, v in scalars.items())
         ema_momentum = kwargs.pop("ema_momentum", None)
-        if ema_momentum is not None and float(ema_momentum) != float(ema_decay):
+        if ema_momentum is not None and keras_checks.scalar_argument("ema_momentum", ema_momentum) != ema_decay:
             raise ValueError(
                 f"FusedEmaAdam's average uses ema_decay={ema_decay}; got ema_momentum={ema_momentum}. Pass the decay "
                 "as ema_decay (there is one average, kept by the fused op)."
@@ -91,6 +105,10 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
     def build(self, var_list):
         if self.built:
             return
+        var_list = list(var_list)
+        self._check_build(var_list)
+        keras_checks.warn_float16_epsilon(type(self).__name__, var_list, self.epsilon)
+        self._find_pending_averages(var_list)
         use_ema, self.use_ema = self.use_ema, False  # keep the base class from making a second average
         try:
             super().build(var_list)
@@ -107,11 +125,17 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
             self._model_variables_moving_average = self._averages  # Keras's finalize/overwrite then use s
 
     flat_slot_names = ("m", "v", "s")
+    per_variable_slot_attrs = ("_momentums", "_velocities", "_averages")
+    op_signature = FUSED_EMA_ADAM
 
     def _flat_step_scalars(self, learning_rate):
         return {"lr": tf.cast(learning_rate, tf.float32), "step": tf.cast(self.iterations, tf.int64) + 1}
 
     def _apply_flat(self, flat, variables, grads, indices, state_offsets, scalars):
+        with tf.control_dependencies(self._start_pending_flat(flat[2], grads[0].dtype.name)):
+            return self._apply_multi(flat, variables, grads, indices, state_offsets, scalars)
+
+    def _apply_multi(self, flat, variables, grads, indices, state_offsets, scalars):
         return raw_ops.ResourceApplyMultiFusedEmaAdam(
             vars=variables, m=flat[0], v=flat[1], s=flat[2], grads=grads, step=scalars["step"], lr=scalars["lr"],
             ema_decay=self.ema_decay, beta1=self.beta_1, beta2=self.beta_2, eps=self.epsilon, mode=_MODES[self.mode],
@@ -134,6 +158,10 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         weight_decay = self.fused_weight_decay if self._use_weight_decay(variable) else 0.0
+        with tf.control_dependencies(self._start_pending_variable(self._averages[index], variable, index)):
+            self._apply_single(gradient, variable, learning_rate, index, weight_decay)
+
+    def _apply_single(self, gradient, variable, learning_rate, index, weight_decay):
         raw_ops.ResourceApplyFusedEmaAdam(
             var=variable,
             m=self._momentums[index],
@@ -169,13 +197,14 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
         """Exchanges the model weights and their EMA weights in place; call again to swap back. Builds the optimizer
         for `variables` when it is not built yet (the averages then start as copies of the weights)."""
         variables = list(variables)
+        keras_checks.check_unique(type(self).__name__, variables, self._var_key)
         if not self.built:
             self.build(variables)
         if self.flat_state:
             self._swap_flat_slot("s", variables)
             return
-        for variable in variables:
-            average = self.ema_variable(variable)
+        averages = [self.ema_variable(variable) for variable in variables]  # all known before any is swapped
+        for variable, average in zip(variables, averages):
             weights = tf.identity(variable)
             variable.assign(average)
             average.assign(weights)
@@ -193,15 +222,22 @@ class FusedEmaAdam(FlatStateMixin, keras.optimizers.Optimizer):
 
 def _copy_of(variables) -> Callable:
     """A Keras initializer that returns the variables' current values (the EMA starts at the weights): the one
-    variable's value, or several flattened and concatenated (flat state)."""
+    variable's value, or several flattened and concatenated (flat state). A variable without a value yet (made in
+    the step being traced) gives zeros, and the first step copies it (tf_plugin/pending_average.py)."""
 
     def initializer(shape, dtype=None):
         # Read eagerly, outside any function being traced: the initial value is then a constant that tf.function
         # (and XLA, which cannot run a variable's initializer inside the step) lifts out of the step.
         with tf.init_scope():
-            if len(variables) == 1 and tuple(variables[0].shape) == tuple(shape):
+            if len(variables) == 1 and tuple(variables[0].shape) == tuple(shape) and initialized(variables[0]):
                 return tf.identity(tf.convert_to_tensor(variables[0]))
             # A NumPy constant: XLA cannot lift a variable whose initial value is a concat of variable reads.
-            return tf.constant(np.concatenate([np.ravel(tf.convert_to_tensor(v).numpy()) for v in variables]))
+            return tf.constant(np.concatenate([_flat_value(v) for v in variables]).reshape(shape))
 
     return initializer
+
+
+def _flat_value(variable) -> np.ndarray:
+    if not initialized(variable):
+        return np.zeros(int(np.prod(variable.shape)), tf.as_dtype(variable.dtype).as_numpy_dtype)
+    return np.ravel(tf.convert_to_tensor(variable).numpy())

@@ -19,20 +19,27 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tf_plugin import raw_ops
+from op_spec import POWER_SIGN
+from tf_plugin import keras_checks, raw_ops
 from tf_plugin import sign_decay as sign_decay_lib
 from tf_plugin.flat_state import FlatStateMixin, dense_gradient, require_tensorflow_backend
 from tf_plugin.fused_ema_adam_keras import FusedEmaAdam
+from tf_plugin.state_guards import StateGuardsMixin
 
 __all__ = ["FusedEmaAdam", "PowerSign"]
 
 
 @keras.saving.register_keras_serializable(package="tf_plugin")
-class PowerSign(FlatStateMixin, keras.optimizers.Optimizer):
+class PowerSign(StateGuardsMixin, FlatStateMixin, keras.optimizers.Optimizer):
     """PowerSign (Bello et al., 2017) on the fused op ``ResourceApplyPowerSign``.
 
     m_t = beta * m + (1 - beta) * g
     var -= lr * base ** (sign_decay(t - 1) * sign(m_t) * sign(g)) * g
+
+    Variables: float16, bfloat16, float32 or float64 (the op's dtypes, op_spec); another dtype is refused at build.
+    A variable may appear once per ``apply_gradients`` call, in both layouts (a repeat is a ValueError naming it;
+    nothing is written), and a checkpoint or weights file of the other ``flat_state`` layout is refused, naming
+    flat_state, before any of the optimizer is restored.
 
     Args:
       learning_rate: a float, a ``keras.optimizers.schedules.LearningRateSchedule`` or a callable.
@@ -62,9 +69,10 @@ class PowerSign(FlatStateMixin, keras.optimizers.Optimizer):
         require_tensorflow_backend("PowerSign")
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.flat_state = bool(flat_state)
+        base, beta = keras_checks.scalar_argument("base", base), keras_checks.scalar_argument("beta", beta)
         if not base > 0:
             raise ValueError(f"base must be > 0, got {base!r}")
-        self.base, self.beta, self.decay_steps = float(base), float(beta), decay_steps
+        self.base, self.beta, self.decay_steps = base, beta, decay_steps
         self.sign_decay = sign_decay
         if sign_decay is None or callable(sign_decay):
             self._sign_decay_fn = sign_decay
@@ -76,6 +84,8 @@ class PowerSign(FlatStateMixin, keras.optimizers.Optimizer):
     def build(self, var_list):
         if self.built:
             return
+        var_list = list(var_list)
+        self._check_build(var_list)
         super().build(var_list)
         if self.flat_state:
             self._build_flat_state(var_list, {})
@@ -83,6 +93,8 @@ class PowerSign(FlatStateMixin, keras.optimizers.Optimizer):
             self._momentums = self.add_optimizer_variables(var_list, "m")
 
     flat_slot_names = ("m",)
+    per_variable_slot_attrs = ("_momentums",)
+    op_signature = POWER_SIGN
 
     def _flat_step_scalars(self, learning_rate):
         return {"lr": learning_rate, "sign_decay": self._sign_decay_at_iterations()}
