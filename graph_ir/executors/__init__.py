@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir import kernels
-from graph_ir.executors import array, math, nn, norm
+from graph_ir.executors import array, conv, math, nn, norm
 from graph_ir.executors.common import Executor
 from graph_ir.nodes import Node
 
@@ -55,6 +55,7 @@ EXECUTORS: dict[str, Executor] = {
     **array.EXECUTORS,
     **nn.EXECUTORS,
     **norm.EXECUTORS,
+    **conv.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

@@ -2,6 +2,6 @@
 declaring its ops' prototypes as CANN's REG_OPs do, with their output rules. Importing this package registers them
 (graph_ir.graph imports it, so every graph sees them)."""
 
-from graph_ir.opset import array, math, nn, norm
+from graph_ir.opset import array, conv, math, nn, norm
 
-__all__ = ["array", "math", "nn", "norm"]
+__all__ = ["array", "conv", "math", "nn", "norm"]

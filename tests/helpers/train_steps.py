@@ -24,6 +24,15 @@ def mlp(activation: str = "relu") -> keras.Model:
                              layers.Dense(5)])
 
 
+def cnn() -> keras.Model:
+    """Conv2D (no bias before BatchNormalization: that bias's gradient is zero in exact arithmetic, so it holds
+    rounding noise that Adam would blow up to a step of lr), BatchNormalization, relu, MaxPooling2D, Conv2D,
+    AveragePooling2D, Flatten, Dense."""
+    return keras.Sequential([keras.Input((8, 8, 3)), layers.Conv2D(4, 3, padding="same", use_bias=False),
+                             layers.BatchNormalization(), layers.Activation("relu"), layers.MaxPooling2D(),
+                             layers.Conv2D(6, 3), layers.AveragePooling2D(2), layers.Flatten(), layers.Dense(5)])
+
+
 def attention() -> keras.Model:
     """Embedding, MultiHeadAttention (no biases: the key bias's gradient is zero in exact arithmetic, so its value
     is rounding noise that Adam's normalization would blow up to a step of lr either way), LayerNormalization,

@@ -5,11 +5,12 @@ handles of the TF node's data inputs, `ctx` (graph_ir/lowering/context.py) adds 
 
 from __future__ import annotations
 
-from graph_ir.lowering.ops import array, math, nn, norm
+from graph_ir.lowering.ops import array, conv, math, nn, norm
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 
-LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERINGS}
+LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERINGS,
+             **conv.LOWERINGS}
 
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
 _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "StatelessRandomUniformV2",
