@@ -29,11 +29,9 @@ import tensorflow as tf
 import op_spec
 import op_spec.checks
 from tf_plugin import _loader, portable
-
-
-def _invalid(message: str) -> tf.errors.InvalidArgumentError:
-    return tf.errors.InvalidArgumentError(None, None, message)
-
+from tf_plugin.arg_checks import check_multi_layout, int64_list, variable_dtype
+from tf_plugin.arg_checks import handle as _handle
+from tf_plugin.arg_checks import invalid as _invalid
 
 FUSED, PORTABLE = "fused", "portable"
 
@@ -57,19 +55,6 @@ def path_for(var: Any) -> str:
         return PORTABLE
     device = _device_of(var)
     return FUSED if not device or _on_cpu(device) else PORTABLE
-
-
-def _handle(var: Any) -> Any:
-    """A resource handle; a tf.Variable (or a Keras Variable) is accepted for its handle. Inside a tf.function the
-    variable is also recorded on the function's graph (as reading it would), so ConcreteFunction.variables lists it."""
-    if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable):
-        var = var.value  # a Keras Variable
-    if isinstance(var, tf.Variable):
-        graph = tf.compat.v1.get_default_graph()
-        if hasattr(graph, "watch_variable"):
-            graph.watch_variable(var)
-        return var.handle
-    return var
 
 
 def _as_tensor(value: Any, dtype: tf.DType, name: str, because: str) -> tf.Tensor:
@@ -146,6 +131,10 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
         dtype = _dtype_of(kwargs[t_source]) if resource else state["var"].dtype.base_dtype
         if dtype.name not in sig.dtypes:
             raise _invalid(f"{t_source} has dtype {dtype.name}; expected one of {', '.join(sig.dtypes)}")
+        held = variable_dtype(state["var"])
+        if resource and held is not None and held != dtype:  # T comes from grad: name it, not the variable
+            raise _invalid(f"grad has dtype {dtype.name}, but var is a variable of dtype {held.name}; all "
+                           f"{sig.name} tensors share T")
         for input_name, fixed, because in converted:
             kwargs[input_name] = _as_tensor(kwargs[input_name], fixed or dtype, input_name, because)
         path = path_for(state["var"])
@@ -181,43 +170,6 @@ def _make_wrapper(sig: op_spec.OpSignature, resource: bool):
                      f"{{{', '.join(sig.dtypes)}}}.\nInputs:\n{inputs}\nAttributes:\n{attrs}\n"
                      + ("Returns the updated var." if not resource else "Returns the op (None in eager mode)."))
     return bound
-
-
-def _check_multi_layout(variables, flat: dict, grads, state_offsets, dtype: tf.DType) -> None:
-    """The fused kernel's layout checks, for the portable path (XLA has no run-time errors): no variable twice, each
-    gradient of its variable's shape, each flat variable holding the state of all variables (or, with
-    state_offsets, every range inside it and none overlapping). Shapes unknown when tracing are left to the ops."""
-    objects = [getattr(v, "value", v) if not isinstance(v, tf.Variable) else v for v in (*variables, *flat.values())]
-    names = [f"vars[{k}]" for k in range(len(variables))] + list(flat)
-    seen: dict[int, str] = {}
-    for name, obj in zip(names, objects):
-        if id(obj) in seen:
-            raise _invalid(f"{seen[id(obj)]} and {name} are the same variable; each variable may appear once")
-        seen[id(obj)] = name
-        held = getattr(obj, "dtype", dtype)
-        if isinstance(obj, tf.Variable) and held.base_dtype != dtype:
-            raise _invalid(f"{name} is a variable of dtype {held.base_dtype.name} but the op's T is {dtype.name}")
-    sizes = []
-    for k, (var, grad) in enumerate(zip(variables, grads)):
-        shape = tf.TensorShape(getattr(var, "shape", None))
-        if shape.is_fully_defined() and grad.shape.is_fully_defined() and shape != grad.shape:
-            raise _invalid(f"vars[{k}] and grads[{k}] do not have the same shape{shape.as_list()} "
-                           f"{grad.shape.as_list()}")  # the stock wording
-        sizes.append(grad.shape.num_elements())
-    for name, var in flat.items():
-        size = tf.TensorShape(getattr(var, "shape", None)).num_elements()
-        if size is None or None in sizes:
-            continue
-        if not state_offsets and size != sum(sizes):
-            raise _invalid(f"{name} must be a flat variable of shape [{sum(sizes)}] (the elements of all N "
-                           f"variables), got [{size}]")
-        ranges = sorted(zip(state_offsets, sizes, range(len(sizes))))
-        for (start, count, k), nxt in zip(ranges, [*ranges[1:], None]):
-            if start < 0 or start + count > size:
-                raise _invalid(f"state_offsets[{k}] = {start}: vars[{k}]'s {count} elements do not fit in the flat "
-                               f"state of {size}")
-            if nxt is not None and start + count > nxt[0]:
-                raise _invalid(f"state_offsets: the state of vars[{k}] and vars[{nxt[2]}] overlap")
 
 
 def _portable_multi(msig: op_spec.MultiOpSignature, variables, flat, grads, dtype, kwargs):
@@ -265,10 +217,10 @@ def _make_multi_wrapper(msig: op_spec.MultiOpSignature):
             kwargs[input_name] = _as_tensor(kwargs[input_name], fixed or dtype, input_name, because)
         for key in ("no_decay", "state_offsets"):
             if key in kwargs:
-                kwargs[key] = [int(k) for k in kwargs[key]]
+                kwargs[key] = int64_list(kwargs[key], key)
         path = path_for(variables[0])
         if path != FUSED:  # the fused kernel checks the layout itself, before it writes
-            _check_multi_layout(variables, flat, grads, kwargs["state_offsets"], dtype)
+            check_multi_layout(variables, flat, grads, kwargs, dtype)
         variables = [_handle(v) for v in variables]
         flat = {n: _handle(v) for n, v in flat.items()}
         if path == FUSED:

@@ -73,3 +73,18 @@ def test_ops_still_import_when_keras_cannot():
             "assert np.allclose(v.numpy(), 0.9)\n")
     env = {**os.environ, "KERAS_BACKEND": "numpy", "TF_CPP_MIN_LOG_LEVEL": "2"}
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True)
+
+
+def test_info_lists_every_op_and_warns_only_on_a_mismatch(capsys, monkeypatch):
+    import tf_plugin
+    from tf_plugin import __main__ as info
+
+    info.main()
+    out = capsys.readouterr().out
+    assert "WARNING" not in out and "TfPluginResourceApplyMultiFusedEmaAdam" in out
+    monkeypatch.delattr(tf_plugin.op_library, "TfPluginResourceApplyMultiPowerSign", raising=False)
+    names = [n for n in dir(tf_plugin.op_library) if n.startswith("TfPlugin") and "MultiPowerSign" not in n]
+    monkeypatch.setattr(tf_plugin, "op_library", type("Library", (), dict.fromkeys(names)))
+    info.main()
+    assert "WARNING: the op library does not match op_spec: missing TfPluginResourceApplyMultiPowerSign" in \
+        capsys.readouterr().out

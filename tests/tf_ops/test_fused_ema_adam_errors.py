@@ -19,7 +19,7 @@ def _fresh(shapes=((3,),) * 4, dtypes=("float32",) * 4):
 G3 = np.array([0.3, -0.2, 0.0], np.float32)
 RUNTIME_BAD = {
     "grad shape": ({"grad": np.ones(4, np.float32)}, "var and grad do not have the same shape"),
-    "grad half": ({"grad": np.ones(3, np.float16)}, "var is a variable of dtype float but the op's T is half"),
+    "grad half": ({"grad": np.ones(3, np.float16)}, "grad has dtype float16, but var is a variable of dtype float32"),
     "grad float64": ({"grad": np.ones(3, np.float64)}, "grad has dtype float64; expected one of"),
     "int grad": ({"grad": np.ones(3, np.int32)}, "grad has dtype int32"),
     "step [2]": ({"step": np.array([1, 2], np.int64)}, "step is not a scalar"),
