@@ -1,4 +1,5 @@
-"""Every fenced ```python block of the README runs as written, in a fresh process (imports included)."""
+"""Every fenced ```python block of the README and of the docs/ pages it links runs as written, in a fresh process
+(imports included)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,23 @@ import pytest
 
 from tests.helpers import ROOT
 
+PAGES = ["README.md", *sorted(os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs"))
+                              if f.endswith(".md"))]
 
-def _blocks() -> list[str]:
+
+def _blocks(pages: list[str] = PAGES) -> list[str]:
+    out = []
+    for page in pages:
+        with open(os.path.join(ROOT, page)) as f:
+            out += re.findall(r"^```python\n(.*?)^```$", f.read(), flags=re.DOTALL | re.MULTILINE)
+    return out
+
+
+def test_the_readme_leads_with_python_examples_and_links_every_page():
+    assert len(_blocks(["README.md"])) >= 2 and len(_blocks()) >= 5
     with open(os.path.join(ROOT, "README.md")) as f:
-        return re.findall(r"^```python\n(.*?)^```$", f.read(), flags=re.DOTALL | re.MULTILINE)
-
-
-def test_the_readme_has_python_examples():
-    assert len(_blocks()) >= 3
+        readme = f.read()
+    assert all(f"]({page})" in readme for page in PAGES[1:])
 
 
 @pytest.mark.parametrize("index", range(len(_blocks())))
