@@ -1,7 +1,8 @@
 """The conv family's executors (prototypes: graph_ir/opset/conv.py), NHWC and HWIO. Convolutions gather the windows
 (a strided view) and multiply them as one float32 matrix product: BLAS's summation order, not Eigen's (within the
-stated tolerance). Max pooling is exact, and its gradient goes to the first maximal element of each window in
-row-major order, as TF's CPU kernel routes it; average pooling divides by the window's count inside the input."""
+stated tolerance). Max pooling is exact, with TF's CPU rules (NaN skipped, each window starts at the lowest finite
+value), and its gradient goes to the first maximal element of each window in row-major order, as TF's CPU kernel
+routes it; average pooling divides by the window's count inside the input."""
 
 from __future__ import annotations
 
@@ -75,8 +76,13 @@ def _pool_windows(node: Node, x: np.ndarray, fill: float) -> tuple[np.ndarray, t
 
 
 def _max_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    # TF's CPU kernel starts each window at the dtype's lowest finite value and keeps `max` of it and each element
+    # inside the input: NaN never wins, -inf gives the lowest finite value.
+    lowest = np.finfo(args[0].dtype).min
     windows, _, _ = _pool_windows(node, _wide(args[0]), -np.inf)
-    return [at_dtype(node, 0, windows.max(axis=(4, 5)))]
+    with np.errstate(all="ignore"):
+        y = np.fmax.reduce(windows, axis=(4, 5))
+    return [at_dtype(node, 0, np.maximum(np.where(np.isnan(y), lowest, y), lowest))]
 
 
 def _counts(node: Node, shape) -> np.ndarray:
@@ -101,19 +107,35 @@ def _scatter(node: Node, shape, per_window: np.ndarray, mask) -> np.ndarray:
     out = np.zeros((shape[0], padded[1], padded[2], shape[3]), np.float32)
     for i in range(kh):
         for j in range(kw):
-            part = per_window[..., i, j] if mask is None else per_window[..., i, j] * mask[..., i, j]
+            # np.where, not a product: a NaN or Inf gradient reaches only its own element, as in TF
+            part = per_window[..., i, j] if mask is None else np.where(mask[..., i, j], per_window[..., i, j], 0)
             out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += part
     return out[:, top:top + shape[1], left:left + shape[2]]
 
 
+def _routes(node: Node, x: np.ndarray, lowest: float) -> np.ndarray:
+    """[N, Ho, Wo, C, kh, kw] True at the element of each window that TF's kernel in a tf.function gives the
+    gradient: starting from the dtype's lowest finite value at the window's first (top-left) position, it walks the
+    window in row-major order and takes each element greater than the best so far. So the first of the maxima wins,
+    NaN never wins, and a window with nothing above the lowest value routes to its first position (dropped if that
+    is padding)."""
+    windows, _, _ = _pool_windows(node, x, -np.inf)
+    inside = _pool_windows(node, np.ones((1, *x.shape[1:3], 1), bool), False)[0]
+    flat, inside = windows.reshape(*windows.shape[:4], -1), inside.reshape(*inside.shape[:4], -1)
+    keyed = np.where(inside & ~np.isnan(flat), flat, -np.inf)
+    best = keyed.max(axis=-1, keepdims=True)
+    pick = np.where(best[..., 0] > lowest, np.argmax(keyed == best, axis=-1), 0)
+    routes = np.zeros(flat.shape, bool)
+    np.put_along_axis(routes, pick[..., None], True, axis=-1)
+    return routes.reshape(windows.shape)
+
+
 def _max_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, grad = _wide(args[0]), _wide(args[2])
-    windows, _, _ = _pool_windows(node, x, -np.inf)
-    flat = windows.reshape(*windows.shape[:4], -1)
-    first = np.zeros(flat.shape, np.float32)
-    np.put_along_axis(first, np.argmax(flat, axis=-1)[..., None], 1.0, axis=-1)  # the first maximum of each window
-    per_window = np.broadcast_to(grad[..., None, None], windows.shape)
-    return [at_dtype(node, 0, _scatter(node, x.shape, per_window, first.reshape(windows.shape)))]
+    routes = _routes(node, x, float(np.finfo(args[0].dtype).min))
+    per_window = np.broadcast_to(grad[..., None, None], routes.shape)
+    with np.errstate(all="ignore"):
+        return [at_dtype(node, 0, _scatter(node, x.shape, per_window, routes))]
 
 
 def _avg_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
