@@ -76,12 +76,9 @@ class Node:
     def input_names(self) -> list[str]:
         """The IR name of each given input; a dynamic list is numbered: NetOutput's input0, input1, ... (torchair's
         names) and x0, x1, ... for other ops (IdentityN)."""
-        dyn = self.op.dynamic_input
-        if dyn is not None:
-            stem = "input" if self.op.type == "NetOutput" else self.op.inputs[dyn].name
-            count = len(self.inputs) - (len(self.op.inputs) - 1)
-            return [*[i.name for i in self.op.inputs[:dyn]], *[f"{stem}{k}" for k in range(count)],
-                    *[i.name for i in self.op.inputs[dyn + 1:]]]
+        if self.op.dynamic_input is not None:
+            stem = "input" if self.op.type == "NetOutput" else None
+            return [i.name if k is None else f"{stem or i.name}{k}" for i, k in self.op.expand_inputs(len(self.inputs))]
         return [i.name for i, h in zip(self.op.inputs, self.inputs) if h is not None]
 
     def input_descs(self) -> list[TensorDesc]:

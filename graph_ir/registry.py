@@ -82,6 +82,19 @@ class IrOp:
         """The index of the op's dynamic (list) input, if it has one."""
         return next((k for k, i in enumerate(self.inputs) if i.dynamic), None)
 
+    def list_count(self, given: int) -> int:
+        """How many of `given` inputs (in IR order) the dynamic list holds: the fixed inputs take one each."""
+        return given - (len(self.inputs) - 1)
+
+    def expand_inputs(self, given: int) -> list[tuple[IrInput, int | None]]:
+        """Each of `given` inputs' declaration, with its position in the dynamic list (None for a fixed input)."""
+        dyn = self.dynamic_input
+        if dyn is None:
+            return [(i, None) for i in self.inputs[:given]]
+        return [*((i, None) for i in self.inputs[:dyn]),
+                *((self.inputs[dyn], k) for k in range(self.list_count(given))),
+                *((i, None) for i in self.inputs[dyn + 1:])]
+
     @property
     def refs(self) -> dict[int, int]:
         """{output index: input index} for outputs named like an input: GE writes them in the input's memory."""

@@ -42,7 +42,7 @@ def verify_attrs(op: IrOp, node: str, attrs: dict[str, Any]) -> dict[str, Any]:
 def check_list_count(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: dict[str, Any]) -> None:
     """GE's `N` attribute of an op with a list input (AddN, ConcatV2, Pack, Einsum) is the list's length."""
     if op.dynamic_input is not None and "N" in attrs:
-        count = len(inputs) - (len(op.inputs) - 1)
+        count = op.list_count(len(inputs))
         if attrs["N"] != count:
             raise GraphError(f"{op.type} {node!r}: attribute 'N' is {attrs['N']}, but the list input "
                              f"{op.inputs[op.dynamic_input].name!r} has {count} tensors")
@@ -100,16 +100,12 @@ def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
     it would be rewritten)."""
     dyn = op.dynamic_input
     if dyn is not None:  # one list input (NetOutput's, AddN's x, ConcatV2's x before concat_dim): the rest are fixed
-        fixed = len(op.inputs) - 1
-        count = len(inputs) - fixed
-        if count < 0 or any(h is None for h in inputs):
-            raise GraphError(f"{op.type} {node!r}: takes {fixed} inputs besides the list {op.inputs[dyn].name!r} "
-                             f"(inputs in IR order: {', '.join(i.name for i in op.inputs)}), got {len(inputs)}, "
-                             "none of them None")
-        specs = [*op.inputs[:dyn], *[op.inputs[dyn]] * count, *op.inputs[dyn + 1:]]
-        names = [*[i.name for i in op.inputs[:dyn]], *[f"{op.inputs[dyn].name}[{k}]" for k in range(count)],
-                 *[i.name for i in op.inputs[dyn + 1:]]]
-        pairs = list(zip(names, specs, inputs))
+        if op.list_count(len(inputs)) < 0 or any(h is None for h in inputs):
+            raise GraphError(f"{op.type} {node!r}: takes {len(op.inputs) - 1} inputs besides the list "
+                             f"{op.inputs[dyn].name!r} (inputs in IR order: {', '.join(i.name for i in op.inputs)}), "
+                             f"got {len(inputs)}, none of them None")
+        pairs = [(i.name if k is None else f"{i.name}[{k}]", i, h)
+                 for (i, k), h in zip(op.expand_inputs(len(inputs)), inputs)]
     else:
         if len(inputs) > len(op.inputs):
             raise GraphError(f"{op.type} {node!r}: takes {len(op.inputs)} inputs "
@@ -180,9 +176,7 @@ def const_value(op: IrOp, node: str, handle, what: str) -> np.ndarray:
 
 def const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
     """The dims held by the Const feeding `what` (Reshape's shape, Fill's dims)."""
-    if handle.node.type != "Const":
-        raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const, got {handle.node.type}")
-    value = np.asarray(handle.node.attrs["value"])
+    value = const_value(op, node, handle, what)
     if value.ndim > 1 or value.size > 64:
         raise GraphError(f"{op.type} {node!r}: input {what!r} must be a list of at most 64 dims, got shape "
                          f"{list(value.shape)}")

@@ -27,13 +27,17 @@ def elementwise(fn) -> Executor:
     return run
 
 
+def wide(a: np.ndarray) -> np.ndarray:
+    """float16 and bfloat16 as float32 (what TF's CPU kernels and the Ascend kernels compute in); others as given."""
+    return a.astype(np.float32) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a
+
+
 def widened(fn) -> Executor:
     """An executor computing fn in float32 for float16/bfloat16 inputs (as TF's CPU kernels and the Ascend kernels
     do for the 16-bit floats), then rounding to the output dtype."""
 
     def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-        wide = [a.astype(np.float32) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a for a in args]
         with np.errstate(all="ignore"):
-            return [at_dtype(node, 0, fn(*wide))]
+            return [at_dtype(node, 0, fn(*[wide(a) for a in args]))]
 
     return run

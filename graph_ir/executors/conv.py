@@ -9,13 +9,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from graph_ir.executors.common import at_dtype
+from graph_ir.executors.common import at_dtype, wide
 from graph_ir.nodes import Node
 from graph_ir.opset.conv import pool_geometry
-
-
-def _wide(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float32) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a
 
 
 def _windows(node: Node, x: np.ndarray, k: tuple[int, int], ho: int, wo: int) -> np.ndarray:
@@ -30,7 +26,7 @@ def _windows(node: Node, x: np.ndarray, k: tuple[int, int], ho: int, wo: int) ->
 
 
 def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, f = _wide(args[0]), _wide(args[1])
+    x, f = wide(args[0]), wide(args[1])
     ho, wo = node.output_descs[0].shape[1:3]
     cols = _windows(node, x, f.shape[:2], ho, wo).reshape(-1, f.shape[0] * f.shape[1] * f.shape[2])
     with np.errstate(all="ignore"):
@@ -39,7 +35,7 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, dy = _wide(args[0]), _wide(args[2])
+    x, dy = wide(args[0]), wide(args[2])
     f_shape = node.output_descs[0].shape
     ho, wo = dy.shape[1:3]
     cols = _windows(node, x, f_shape[:2], ho, wo).reshape(-1, f_shape[0] * f_shape[1] * f_shape[2])
@@ -49,7 +45,7 @@ def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarr
 
 
 def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    f, dy = _wide(args[1]), _wide(args[2])
+    f, dy = wide(args[1]), wide(args[2])
     a, x_shape = node.attrs, node.output_descs[0].shape
     sh, sw, dh, dw = a["strides"][1], a["strides"][2], a["dilations"][1], a["dilations"][2]
     top, bottom, left, right = a["pads"]
@@ -58,19 +54,26 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
     with np.errstate(all="ignore"):
         cols = (dy.reshape(-1, f.shape[3]) @ f.reshape(-1, f.shape[3]).T).reshape(n, ho, wo, kh, kw, c)
         dxp = np.zeros((n, x_shape[1] + top + bottom, x_shape[2] + left + right, c), np.float32)
-        for i in range(kh):
-            for j in range(kw):
-                dxp[:, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
+        _add_taps(dxp, lambda i, j: cols[:, :, :, i, j], (kh, kw), (sh, sw), (dh, dw))
     return [at_dtype(node, 0, dxp[:, top:top + x_shape[1], left:left + x_shape[2]])]
+
+
+def _add_taps(out: np.ndarray, tap, kernel, strides, dilations) -> None:
+    """Adds tap(i, j) ([N, Ho, Wo, C]: window position (i, j) under every output position) onto the padded input
+    `out` at the positions it was read from; overlapping windows add up."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    for i in range(kh):
+        for j in range(kw):
+            part = tap(i, j)
+            ho, wo = part.shape[1:3]
+            out[:, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += part
 
 
 def _pool_windows(node: Node, x: np.ndarray, fill: float) -> tuple[np.ndarray, tuple[int, int], tuple[int, int]]:
     """[N, Ho, Wo, C, kh, kw] windows of x padded with `fill`, and the padding before."""
     a = node.attrs
     (kh, kw), (sh, sw) = a["ksize"][1:3], a["strides"][1:3]
-    ho, wo, top, left = pool_geometry(node.op, node.name, a, x.shape)
-    bottom = max((ho - 1) * sh + kh - x.shape[1] - top, 0)
-    right = max((wo - 1) * sw + kw - x.shape[2] - left, 0)
+    ho, wo, (top, bottom, left, right) = pool_geometry(node.op, node.name, a, x.shape)
     xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     return sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::sh, ::sw][:, :ho, :wo], (top, left), xp.shape
 
@@ -79,7 +82,7 @@ def _max_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     # TF's CPU kernel starts each window at the dtype's lowest finite value and keeps `max` of it and each element
     # inside the input: NaN never wins, -inf gives the lowest finite value.
     lowest = np.finfo(args[0].dtype).min
-    windows, _, _ = _pool_windows(node, _wide(args[0]), -np.inf)
+    windows, _, _ = _pool_windows(node, wide(args[0]), -np.inf)
     with np.errstate(all="ignore"):
         y = np.fmax.reduce(windows, axis=(4, 5))
     return [at_dtype(node, 0, np.maximum(np.where(np.isnan(y), lowest, y), lowest))]
@@ -92,7 +95,7 @@ def _counts(node: Node, shape) -> np.ndarray:
 
 
 def _avg_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x = _wide(args[0])
+    x = wide(args[0])
     windows, _, _ = _pool_windows(node, x, 0.0)
     with np.errstate(all="ignore"):
         return [at_dtype(node, 0, windows.sum(axis=(4, 5)) / _counts(node, x.shape))]
@@ -103,13 +106,10 @@ def _scatter(node: Node, shape, per_window: np.ndarray, mask) -> np.ndarray:
     a = node.attrs
     (kh, kw), (sh, sw) = a["ksize"][1:3], a["strides"][1:3]
     _, (top, left), padded = _pool_windows(node, np.zeros((1, *shape[1:3], 1), np.float32), 0.0)
-    ho, wo = per_window.shape[1:3]
     out = np.zeros((shape[0], padded[1], padded[2], shape[3]), np.float32)
-    for i in range(kh):
-        for j in range(kw):
-            # np.where, not a product: a NaN or Inf gradient reaches only its own element, as in TF
-            part = per_window[..., i, j] if mask is None else np.where(mask[..., i, j], per_window[..., i, j], 0)
-            out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += part
+    # np.where, not a product: a NaN or Inf gradient reaches only its own element, as in TF
+    _add_taps(out, lambda i, j: per_window[..., i, j] if mask is None else
+              np.where(mask[..., i, j], per_window[..., i, j], 0), (kh, kw), (sh, sw), (1, 1))
     return out[:, top:top + shape[1], left:left + shape[2]]
 
 
@@ -131,7 +131,7 @@ def _routes(node: Node, x: np.ndarray, lowest: float) -> np.ndarray:
 
 
 def _max_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, grad = _wide(args[0]), _wide(args[2])
+    x, grad = wide(args[0]), wide(args[2])
     routes = _routes(node, x, float(np.finfo(args[0].dtype).min))
     per_window = np.broadcast_to(grad[..., None, None], routes.shape)
     with np.errstate(all="ignore"):
@@ -139,7 +139,7 @@ def _max_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _avg_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    shape, grad = node.output_descs[0].shape, _wide(args[1])
+    shape, grad = node.output_descs[0].shape, wide(args[1])
     share = grad / _counts(node, shape)
     kh, kw = node.attrs["ksize"][1:3]
     per_window = np.broadcast_to(share[..., None, None], (*share.shape, kh, kw))

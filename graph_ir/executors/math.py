@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from graph_ir.executors.common import at_dtype, elementwise, widened
+from graph_ir.executors.common import at_dtype, elementwise, wide, widened
 from graph_ir.nodes import Node
 
 
@@ -57,9 +57,9 @@ def _reduce(fn):
         axes = tuple(sorted({int(a) % rank for a in axes})) if rank else ()
         if not axes and node.type == "ReduceMean" and node.attrs.get("noop_with_empty_axes") is False:
             axes = tuple(range(rank))
-        wide = x.astype(np.float32) if x.dtype.itemsize == 2 and x.dtype.kind in "fV" else x
+        x = wide(x)
         with np.errstate(all="ignore"):
-            y = fn(wide, axis=axes, keepdims=node.attrs["keep_dims"]) if axes else wide.copy()
+            y = fn(x, axis=axes, keepdims=node.attrs["keep_dims"]) if axes else x.copy()
         return [at_dtype(node, 0, y)]
 
     return run

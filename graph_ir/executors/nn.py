@@ -8,42 +8,34 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.errors import GraphError
-from graph_ir.executors.common import at_dtype
+from graph_ir.executors.common import at_dtype, wide
 from graph_ir.nodes import Node
-from graph_ir.opset.nn import parse_einsum
-
-
-def _wide(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float32) if a.dtype.itemsize == 2 and a.dtype.kind in "fV" else a
+from graph_ir.opset.nn import channel_axis, parse_einsum
 
 
 def _matmul(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     a = node.attrs
     t1, t2 = (a["transpose_x1"], a["transpose_x2"]) if node.type == "MatMulV2" else (a["adj_x1"], a["adj_x2"])
-    x1, x2 = _wide(args[0]), _wide(args[1])
+    x1, x2 = wide(args[0]), wide(args[1])
     x1 = np.swapaxes(x1, -1, -2) if t1 else x1
     x2 = np.swapaxes(x2, -1, -2) if t2 else x2
     with np.errstate(all="ignore"):
         y = np.matmul(x1, x2)
         if len(args) > 2 and node.inputs[2] is not None:
-            y = y + _wide(args[2])
+            y = y + wide(args[2])
     return [at_dtype(node, 0, y)]
 
 
 def _einsum(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     terms, out = parse_einsum(node.type, node.name, node.attrs["equation"], len(args))
     with np.errstate(all="ignore"):
-        y = np.einsum(f"{','.join(terms)}->{out}", *[_wide(a) for a in args], optimize=True)
+        y = np.einsum(f"{','.join(terms)}->{out}", *[wide(a) for a in args], optimize=True)
     return [at_dtype(node, 0, y)]
-
-
-def _channel_axis(node: Node, rank: int) -> int:
-    return 1 if node.attrs["data_format"] == "NCHW" else rank - 1
 
 
 def _bias_add(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, bias = args
-    c = _channel_axis(node, x.ndim)
+    c = channel_axis(node.op, node.name, node.attrs, x.ndim)
     shape = [1] * x.ndim
     shape[c] = bias.size
     with np.errstate(all="ignore"):
@@ -51,14 +43,14 @@ def _bias_add(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _bias_add_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x = _wide(args[0])
-    c = _channel_axis(node, x.ndim)
+    x = wide(args[0])
+    c = channel_axis(node.op, node.name, node.attrs, x.ndim)
     with np.errstate(all="ignore"):
         return [at_dtype(node, 0, np.sum(x, axis=tuple(k for k in range(x.ndim) if k != c)))]
 
 
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x = _wide(args[0])
+    x = wide(args[0])
     axes = tuple(a % x.ndim for a in node.attrs["axes"])
     with np.errstate(all="ignore"):
         e = np.exp(x - np.max(x, axis=axes, keepdims=True))
@@ -67,7 +59,7 @@ def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _sparse_softmax_xent(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    features, labels = _wide(args[0]), args[1]
+    features, labels = wide(args[0]), args[1]
     classes = features.shape[1]
     bad = (labels < 0) | (labels >= classes)
     if bad.any():  # TF's CPU kernel refuses them too

@@ -8,11 +8,12 @@ import numpy as np
 
 from graph_ir.executors.common import at_dtype
 from graph_ir.nodes import Node
+from graph_ir.opset.norm import channel_axis
 
 
 def _axes(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The reduced axes, and the shape that broadcasts a per-channel vector against x."""
-    c = 3 if node.attrs["data_format"] == "NHWC" else 1
+    c = channel_axis(node.op, node.name, node.attrs, 4)
     return tuple(k for k in range(4) if k != c), tuple(-1 if k == c else 1 for k in range(4))
 
 

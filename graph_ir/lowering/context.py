@@ -59,18 +59,21 @@ class LoweringContext:
         """The value of a handle known at lowering time (a Const's), else None."""
         return handle.node.attrs["value"] if handle.node.type == "Const" else None
 
+    def _name(self, suffix: str) -> str:
+        """The GE name for the TF node being lowered: its own, plus `suffix` for a helper node."""
+        return f"{self.current.name}/{suffix}" if suffix else self.current.name
+
     def const(self, value: Any, suffix: str = "") -> Handle:
         """A Const named after the TF node being lowered (plus `suffix` for a second one)."""
-        name = f"{self.current.name}/{suffix}" if suffix else self.current.name
-        return self.graph.add_node("Const", (), {"value": np.asarray(value)}, name=name,
+        return self.graph.add_node("Const", (), {"value": np.asarray(value)}, name=self._name(suffix),
                                    control_inputs=self.current_controls).output(0)
 
     def add(self, ge_type: str, inputs: list[Handle | None], attrs: dict | None = None, *,
             suffix: str = "") -> Node | list[Handle]:
         """Adds the GE node `ge_type` for the TF node being lowered (named after it, plus `suffix` for a helper
         node), with its control inputs; returns the node, or the handles of the Consts it was folded into."""
-        name = f"{self.current.name}/{suffix}" if suffix else self.current.name
-        node = self.graph.add_node(ge_type, inputs, attrs or {}, name=name, control_inputs=self.current_controls)
+        node = self.graph.add_node(ge_type, inputs, attrs or {}, name=self._name(suffix),
+                                   control_inputs=self.current_controls)
         return self._folded(node)
 
     def _folded(self, node: Node) -> Node | list[Handle]:

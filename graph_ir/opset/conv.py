@@ -93,33 +93,43 @@ register(IrOp("Conv2DBackpropInput", (IrInput("input_size", ("int32",)), IrInput
               doc="y = the gradient of Conv2D with respect to its input (of the Const shape input_size)."))
 
 
-def pool_geometry(op: IrOp, node: str, attrs, x_shape) -> tuple[int, int, int, int]:
-    """(output height, output width, padding before in height, in width) of a pooling over x [N, H, W, C]."""
+def same_padding(size: int, k: int, s: int, d: int = 1) -> tuple[int, int, int]:
+    """TF's SAME padding along one axis of `size`, for a window of k taps d apart moved by stride s: (output size,
+    padding before, padding after); the odd element of the padding goes after."""
+    out = -(-size // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def pool_geometry(op: IrOp, node: str, attrs, x_shape) -> tuple[int, int, list[int]]:
+    """(output height, output width, pads [top, bottom, left, right]) of a pooling over x [N, H, W, C]."""
     _nhwc(op, node, attrs, x_shape)
     (kh, kw), (sh, sw) = _pair(op, node, attrs, "ksize"), _pair(op, node, attrs, "strides")
     if attrs["padding"] not in ("SAME", "VALID"):
         raise GraphError(f"{op.type} {node!r}: padding must be SAME or VALID, got {attrs['padding']!r}")
-    out = []
+    out, pads = [], []
     for size, k, s in ((x_shape[1], kh, sh), (x_shape[2], kw, sw)):
         if attrs["padding"] == "VALID":
             if size < k:
                 raise GraphError(f"{op.type} {node!r}: a window of {k} does not fit {size} (VALID)")
-            out += [(size - k) // s + 1, 0]
+            out.append((size - k) // s + 1)
+            pads += [0, 0]
         else:
-            n = -(-size // s)
-            out += [n, max((n - 1) * s + k - size, 0) // 2]
-    return out[0], out[2], out[1], out[3]
+            n, before, after = same_padding(size, k, s)
+            out.append(n)
+            pads += [before, after]
+    return out[0], out[1], pads
 
 
 def _pool(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x = inputs[0]
-    ho, wo, _, _ = pool_geometry(op, node, attrs, x.shape)
+    ho, wo, _ = pool_geometry(op, node, attrs, x.shape)
     return [TensorDesc("y", x.dtype, (x.shape[0], ho, wo, x.shape[3]))]
 
 
 def _max_pool_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, y, grad = inputs
-    ho, wo, _, _ = pool_geometry(op, node, attrs, x.shape)
+    ho, wo, _ = pool_geometry(op, node, attrs, x.shape)
     if y.shape != grad.shape or y.shape != (x.shape[0], ho, wo, x.shape[3]):
         raise GraphError(f"MaxPoolGrad {node!r}: x2 {list(y.shape)} and grad {list(grad.shape)} must be the pooled "
                          f"shape of x1 {list(x.shape)}")
@@ -128,7 +138,7 @@ def _max_pool_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 def _avg_pool_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     shape, grad = tuple(const_dims(op, node, inputs[0], "orig_input_shape")), inputs[1]
-    ho, wo, _, _ = pool_geometry(op, node, attrs, shape)
+    ho, wo, _ = pool_geometry(op, node, attrs, shape)
     if grad.shape != (shape[0], ho, wo, shape[3]):
         raise GraphError(f"AvgPoolGrad {node!r}: input_grad {list(grad.shape)} is not the pooled shape of "
                          f"{list(shape)}")

@@ -86,7 +86,8 @@ register(IrOp("Einsum", (IrInput("x", ("float16", "float32", "int32"), dynamic=T
               outputs_from="infer", infer=_einsum, doc="y = einsum(equation, x0, x1, ...), explicit equations."))
 
 
-def _channel_axis(op: IrOp, node: str, attrs, rank: int) -> int:
+def channel_axis(op: IrOp, node: str, attrs, rank: int) -> int:
+    """The channel axis of data_format (NHWC: the last, NCHW: 1) for a tensor of `rank`."""
     fmt = attrs["data_format"]
     if fmt not in ("NHWC", "NCHW") or (fmt == "NCHW" and rank < 3) or rank < 2:
         raise GraphError(f"{op.type} {node!r}: data_format {fmt!r} with rank {rank}; expected NHWC (channels last) "
@@ -96,7 +97,7 @@ def _channel_axis(op: IrOp, node: str, attrs, rank: int) -> int:
 
 def _bias_add(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, bias = inputs
-    c = _channel_axis(op, node, attrs, len(x.shape))
+    c = channel_axis(op, node, attrs, len(x.shape))
     if bias.shape != (x.shape[c],):
         raise GraphError(f"BiasAdd {node!r}: bias must have shape [{x.shape[c]}] (x's channels), got "
                          f"{list(bias.shape)}")
@@ -105,7 +106,7 @@ def _bias_add(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 def _bias_add_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x = inputs[0]
-    return [TensorDesc("y", x.dtype, (x.shape[_channel_axis(op, node, attrs, len(x.shape))],))]
+    return [TensorDesc("y", x.dtype, (x.shape[channel_axis(op, node, attrs, len(x.shape))],))]
 
 
 _FORMAT = IrAttr("data_format", "string", "NHWC")

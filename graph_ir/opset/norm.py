@@ -15,6 +15,7 @@ _ATTRS = (IrAttr("epsilon", "float", 0.0001), IrAttr("data_format", "string", "N
 
 
 def channel_axis(op: IrOp, node: str, attrs, rank: int) -> int:
+    """The channel axis of data_format (NHWC: 3, NCHW: 1); BatchNorm takes 4-D tensors."""
     if rank != 4 or attrs["data_format"] not in ("NHWC", "NCHW"):
         raise GraphError(f"{op.type} {node!r}: x must be 4-D NHWC or NCHW, got rank {rank} and data_format "
                          f"{attrs['data_format']!r}")

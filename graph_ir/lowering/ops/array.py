@@ -8,16 +8,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from graph_ir.lowering.ops.common import count, same, tf_attr
+from graph_ir.lowering.ops.common import count, maps_to, same, tf_attr
 
 
 def _shapes(of: Callable) -> Callable:
+    @maps_to("Const")
     def lower(ctx, node, inputs):
         dtype = tf_attr(node, "out_type").numpy if "out_type" in node.attr else np.int32
         values = of(inputs)
         return [ctx.const(np.asarray(v, dtype), f"output_{k}" if k else "") for k, v in enumerate(values)]
 
-    lower.ge_type = "Const"
     return lower
 
 

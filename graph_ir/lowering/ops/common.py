@@ -27,15 +27,25 @@ def tf_attr(node, name: str, default=None):
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
+def maps_to(ge_type: str) -> Callable[[Callable], Callable]:
+    """Marks a lowering with the GE op type it builds (what the README's lowering table names)."""
+
+    def mark(lower: Callable) -> Callable:
+        lower.ge_type = ge_type
+        return lower
+
+    return mark
+
+
 def same(ge_type: str, **attrs: Callable | str) -> Callable:
     """The lowering onto GE op `ge_type`, inputs by position; each GE attribute is the named TF attribute (a str)
     or computed from the NodeDef (a callable)."""
 
+    @maps_to(ge_type)
     def lower(ctx, node, inputs):
         values = {k: (tf_attr(node, v) if isinstance(v, str) else v(node)) for k, v in attrs.items()}
         return ctx.add(ge_type, inputs, values)
 
-    lower.ge_type = ge_type  # what the README's lowering table names
     return lower
 
 

@@ -5,7 +5,8 @@ and its gradients onto the GE ops of the same names, TF's padding ("SAME", "VALI
 from __future__ import annotations
 
 from graph_ir.errors import LoweringError
-from graph_ir.lowering.ops.common import same, tf_attr
+from graph_ir.lowering.ops.common import maps_to, same, tf_attr
+from graph_ir.opset.conv import same_padding
 
 
 def _pads(node, size: tuple[int, int], kernel: tuple[int, int]) -> list[int]:
@@ -22,9 +23,7 @@ def _pads(node, size: tuple[int, int], kernel: tuple[int, int]) -> list[int]:
         return [0, 0, 0, 0]
     pads = []
     for n, k, s, d in zip(size, kernel, strides[1:3], dilations[1:3]):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        pads += [total // 2, total - total // 2]
+        pads += same_padding(n, k, s, d)[1:]
     return pads
 
 
@@ -40,26 +39,26 @@ def _static(ctx, node, handle, what: str) -> list[int]:
     return [int(v) for v in value.reshape(-1)]
 
 
+@maps_to("Conv2D")
 def _conv2d(ctx, node, inputs):
     x, f = inputs
     return ctx.add("Conv2D", [x, f], _conv_attrs(node, x.shape[1:3], f.shape[:2]))
 
 
+@maps_to("Conv2DBackpropFilter")
 def _conv2d_backprop_filter(ctx, node, inputs):
     x, sizes, dy = inputs
     kernel = _static(ctx, node, sizes, "filter_sizes")[:2]
     return ctx.add("Conv2DBackpropFilter", [x, sizes, dy], _conv_attrs(node, x.shape[1:3], kernel))
 
 
+@maps_to("Conv2DBackpropInput")
 def _conv2d_backprop_input(ctx, node, inputs):
     sizes, f, dy = inputs
     size = _static(ctx, node, sizes, "input_sizes")[1:3]
     return ctx.add("Conv2DBackpropInput", [sizes, f, dy], _conv_attrs(node, size, f.shape[:2]))
 
 
-for _fn, _ge in ((_conv2d, "Conv2D"), (_conv2d_backprop_filter, "Conv2DBackpropFilter"),
-                 (_conv2d_backprop_input, "Conv2DBackpropInput")):
-    _fn.ge_type = _ge
 _POOL = {"ksize": "ksize", "strides": "strides", "padding": "padding", "data_format": "data_format"}
 
 LOWERINGS = {

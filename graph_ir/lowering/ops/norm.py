@@ -5,7 +5,7 @@ average: a training FusedBatchNormV3 with exponential_avg_factor other than 1 (K
 from __future__ import annotations
 
 from graph_ir.errors import LoweringError
-from graph_ir.lowering.ops.common import tf_attr
+from graph_ir.lowering.ops.common import maps_to, tf_attr
 
 _ATTRS = ("epsilon", "data_format", "is_training")
 
@@ -14,6 +14,7 @@ def _attrs(node) -> dict:
     return {a: tf_attr(node, a) for a in _ATTRS}
 
 
+@maps_to("BatchNorm")
 def _batch_norm(ctx, node, inputs):
     attrs = _attrs(node)
     if attrs["is_training"] and tf_attr(node, "exponential_avg_factor", 1.0) != 1.0:
@@ -25,11 +26,9 @@ def _batch_norm(ctx, node, inputs):
     return ctx.add("BatchNorm", inputs, attrs)
 
 
+@maps_to("BatchNormGrad")
 def _batch_norm_grad(ctx, node, inputs):
     return ctx.add("BatchNormGrad", inputs, _attrs(node))
 
-
-_batch_norm.ge_type = "BatchNorm"
-_batch_norm_grad.ge_type = "BatchNormGrad"
 
 LOWERINGS = {"FusedBatchNormV3": _batch_norm, "FusedBatchNormGradV3": _batch_norm_grad}
