@@ -16,11 +16,17 @@ def invalid(message: str) -> tf.errors.InvalidArgumentError:
     return tf.errors.InvalidArgumentError(None, None, message)
 
 
+def tf_variable(var: Any) -> Any:
+    """The tf.Variable behind a Keras Variable (its ``value``); anything else as given."""
+    if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable):
+        return var.value
+    return var
+
+
 def handle(var: Any) -> Any:
     """A resource handle; a tf.Variable (or a Keras Variable) is accepted for its handle. Inside a tf.function the
     variable is also recorded on the function's graph (as reading it would), so ConcreteFunction.variables lists it."""
-    if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable):
-        var = var.value  # a Keras Variable
+    var = tf_variable(var)
     if isinstance(var, tf.Variable):
         graph = tf.compat.v1.get_default_graph()
         if hasattr(graph, "watch_variable"):
@@ -31,15 +37,13 @@ def handle(var: Any) -> Any:
 
 def variable_dtype(var: Any) -> tf.DType | None:
     """The dtype a variable holds, when known without running anything (a tf or Keras Variable)."""
-    var = var.value if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable) \
-        else var
+    var = tf_variable(var)
     return var.dtype.base_dtype if isinstance(var, tf.Variable) else None
 
 
 def _static_variable_shape(var: Any) -> tf.TensorShape:
     """The shape a variable (or a resource handle, from its handle data) holds, as far as known when tracing."""
-    var = var.value if isinstance(getattr(var, "value", None), tf.Variable) and not isinstance(var, tf.Variable) \
-        else var
+    var = tf_variable(var)
     if isinstance(var, tf.Variable):
         return tf.TensorShape(var.shape)
     data = resource_variable_ops.get_eager_safe_handle_data(var) if getattr(var, "dtype", None) == tf.resource \

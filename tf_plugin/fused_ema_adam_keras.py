@@ -133,14 +133,11 @@ class FusedEmaAdam(PendingAverageMixin, StateGuardsMixin, FlatStateMixin, keras.
 
     def _apply_flat(self, flat, variables, grads, indices, state_offsets, scalars):
         with tf.control_dependencies(self._start_pending_flat(flat[2], grads[0].dtype.name)):
-            return self._apply_multi(flat, variables, grads, indices, state_offsets, scalars)
-
-    def _apply_multi(self, flat, variables, grads, indices, state_offsets, scalars):
-        return raw_ops.ResourceApplyMultiFusedEmaAdam(
-            vars=variables, m=flat[0], v=flat[1], s=flat[2], grads=grads, step=scalars["step"], lr=scalars["lr"],
-            ema_decay=self.ema_decay, beta1=self.beta_1, beta2=self.beta_2, eps=self.epsilon, mode=_MODES[self.mode],
-            bias_correction=self.bias_correction, weight_decay=self.fused_weight_decay,
-            no_decay=[k for k, i in enumerate(indices) if not self._decays[i]], state_offsets=state_offsets)
+            return raw_ops.ResourceApplyMultiFusedEmaAdam(
+                vars=variables, m=flat[0], v=flat[1], s=flat[2], grads=grads, step=scalars["step"],
+                lr=scalars["lr"], ema_decay=self.ema_decay, beta1=self.beta_1, beta2=self.beta_2, eps=self.epsilon,
+                mode=_MODES[self.mode], bias_correction=self.bias_correction, weight_decay=self.fused_weight_decay,
+                no_decay=[k for k, i in enumerate(indices) if not self._decays[i]], state_offsets=state_offsets)
 
     def _overwrite_model_variables_with_average_value(self, trainable_variables):
         """Keras's use_ema conventions (finalize, ema_overwrite_frequency) on s."""
@@ -159,25 +156,22 @@ class FusedEmaAdam(PendingAverageMixin, StateGuardsMixin, FlatStateMixin, keras.
         index = self._get_variable_index(variable)
         weight_decay = self.fused_weight_decay if self._use_weight_decay(variable) else 0.0
         with tf.control_dependencies(self._start_pending_variable(self._averages[index], variable, index)):
-            self._apply_single(gradient, variable, learning_rate, index, weight_decay)
-
-    def _apply_single(self, gradient, variable, learning_rate, index, weight_decay):
-        raw_ops.ResourceApplyFusedEmaAdam(
-            var=variable,
-            m=self._momentums[index],
-            v=self._velocities[index],
-            s=self._averages[index],
-            grad=tf.cast(dense_gradient(gradient), variable.dtype),
-            step=tf.cast(self.iterations, tf.int64) + 1,
-            lr=tf.cast(learning_rate, tf.float32),
-            ema_decay=self.ema_decay,
-            beta1=self.beta_1,
-            beta2=self.beta_2,
-            eps=self.epsilon,
-            mode=_MODES[self.mode],
-            bias_correction=self.bias_correction,
-            weight_decay=weight_decay,
-        )
+            raw_ops.ResourceApplyFusedEmaAdam(
+                var=variable,
+                m=self._momentums[index],
+                v=self._velocities[index],
+                s=self._averages[index],
+                grad=tf.cast(dense_gradient(gradient), variable.dtype),
+                step=tf.cast(self.iterations, tf.int64) + 1,
+                lr=tf.cast(learning_rate, tf.float32),
+                ema_decay=self.ema_decay,
+                beta1=self.beta_1,
+                beta2=self.beta_2,
+                eps=self.epsilon,
+                mode=_MODES[self.mode],
+                bias_correction=self.bias_correction,
+                weight_decay=weight_decay,
+            )
 
     def ema_variable(self, variable) -> keras.Variable | tf.Tensor:
         """The EMA weights of a model variable: its slot ``s`` (a Variable) with ``flat_state=False``, its part of

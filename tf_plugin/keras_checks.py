@@ -18,11 +18,15 @@ import tensorflow as tf
 FLOAT16_MIN_EPSILON = 1e-6
 
 
-def describe(variable: Any) -> str:
-    """A variable as users know it: its Keras path ("dense/kernel") or TF name, shape and dtype."""
+def variable_name(variable: Any) -> str:
+    """A variable's name as users know it: its Keras path ("dense/kernel") or TF name (without TF's ":0")."""
     name = getattr(variable, "path", None) or getattr(variable, "name", None) or type(variable).__name__
-    name = name.rsplit(":", 1)[0] if name.rsplit(":", 1)[-1].isdigit() else name  # the tf.Variable's "x:0"
-    return f"{name!r} (shape {tuple(variable.shape)}, {tf.as_dtype(variable.dtype).name})"
+    return name.rsplit(":", 1)[0] if name.rsplit(":", 1)[-1].isdigit() else name
+
+
+def describe(variable: Any) -> str:
+    """A variable as users know it: its name, shape and dtype."""
+    return f"{variable_name(variable)!r} (shape {tuple(variable.shape)}, {tf.as_dtype(variable.dtype).name})"
 
 
 def scalar_argument(name: str, value: Any) -> float:
@@ -83,8 +87,8 @@ def check_gradient_shapes(optimizer: str, grads_and_vars: Sequence[tuple[Any, An
             raise ValueError(f"{optimizer}: the gradient of variable {describe(var)} has shape {got}; expected "
                              f"{tuple(var.shape)}. Nothing was updated.")
         if not sparse and not static.is_fully_defined():
-            checks.append(tf.ensure_shape(grad, want, name="gradient_shape_of_" + describe(var).split("'")[1]
-                                          .replace("/", "_").replace(":", "_")))
+            op_name = "gradient_shape_of_" + variable_name(var).replace("/", "_").replace(":", "_")
+            checks.append(tf.ensure_shape(grad, want, name=op_name))
     return checks
 
 

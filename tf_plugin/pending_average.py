@@ -4,25 +4,47 @@ variables inside the first traced train step, and Keras builds the optimizer in 
 Their part of s then starts at zero and the step copies the variable into it while the optimizer has made no update
 yet (``iterations`` below the first update, as Keras's own ``use_ema`` average starts at its first step), just
 before the fused op. The result is the same, bit for bit, as a build outside the step. Variables that have a value
-at build are copied then, as before, and their steps carry no copy."""
+at build are copied then, as before, and their steps carry no copy. The TF1 optimizer (tf_plugin/compat/v1.py)
+does the same at its iteration 0 with the helpers here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import keras
 import tensorflow as tf
+
+from tf_plugin.arg_checks import tf_variable
 
 
 def initialized(variable: Any) -> bool:
-    """Whether the variable has a value outside any function being traced."""
-    value = variable.value if isinstance(variable, keras.Variable) else variable
+    """Whether the variable has a value outside any function being traced (always, in a TF1 graph)."""
+    if not tf.compat.v1.executing_eagerly_outside_functions():
+        return True
     with tf.init_scope():
         try:
-            return bool(value.is_initialized())
+            return bool(tf_variable(variable).is_initialized())
         except (AttributeError, NotImplementedError, TypeError):
             return True
+
+
+def when(condition: Any, action: Callable[[], Any]) -> list:
+    """Runs `action` for its effect where `condition` holds; returns what the update must wait for (nothing
+    eagerly, where it has run)."""
+
+    def run():
+        action()  # both branches return nothing
+
+    done = tf.cond(condition, run, lambda: None)
+    return [] if done is None else [done]
+
+
+def copy_into_flat(s: Any, parts: Sequence[tuple[int, int, Any]]) -> None:
+    """Rewrites the flat slot s from `parts` (offset, size, variable) in order: a variable's part becomes its value,
+    a part without one (None) keeps what s holds there."""
+    old = tf.convert_to_tensor(s)
+    s.assign(tf.concat([old[offset:offset + size] if variable is None else
+                        tf.reshape(tf.convert_to_tensor(variable), [-1]) for offset, size, variable in parts], 0))
 
 
 class PendingAverageMixin:
@@ -40,39 +62,15 @@ class PendingAverageMixin:
 
     def _start_pending_flat(self, s: Any, dtype: str) -> list:
         """The ops that copy the group's pending variables into the flat s (none when there are none)."""
-        pending = [i for i in self._layout.groups[dtype] if i in self._pending_averages]
-        if not pending:
+        group = self._layout.groups[dtype]
+        if not any(i in self._pending_averages for i in group):
             return []
-        variables = self._trainable_variables
-
-        def copy():
-            old = tf.convert_to_tensor(s)
-            parts = []
-            for i in self._layout.groups[dtype]:
-                place = self._layout.places[i]
-                if i in self._pending_averages:
-                    parts.append(tf.reshape(tf.convert_to_tensor(_tf_value(variables[i])), [-1]))
-                else:
-                    parts.append(old[place.offset:place.offset + place.size])
-            s.assign(tf.concat(parts, 0))
-
-        return _ops(tf.cond(self._before_first_update(), copy, lambda: None))
+        parts = [(self._layout.places[i].offset, self._layout.places[i].size,
+                  tf_variable(self._trainable_variables[i]) if i in self._pending_averages else None) for i in group]
+        return when(self._before_first_update(), lambda: copy_into_flat(s, parts))
 
     def _start_pending_variable(self, average: Any, variable: Any, index: int) -> list:
         """The op that copies a pending variable into its own slot s (per-variable state)."""
         if index not in self._pending_averages:
             return []
-
-        def copy():
-            average.assign(tf.convert_to_tensor(variable))
-
-        return _ops(tf.cond(self._before_first_update(), copy, lambda: None))
-
-
-def _ops(cond: Any) -> list:
-    """The cond as a control dependency (eagerly it has run and there is nothing to wait for)."""
-    return [] if cond is None else [cond]
-
-
-def _tf_value(variable: Any) -> Any:
-    return variable.value if isinstance(variable, keras.Variable) else variable
+        return when(self._before_first_update(), lambda: average.assign(tf.convert_to_tensor(variable)))

@@ -21,6 +21,7 @@ import tensorflow as tf
 from op_spec import FUSED_EMA_ADAM, FUSED_EMA_ADAM_LR_DEFAULT
 from tf_plugin import raw_ops
 from tf_plugin.compat.flat_v1 import FlatV1Mixin, _graph_key, densify
+from tf_plugin.pending_average import copy_into_flat, initialized, when
 
 _FEA = FUSED_EMA_ADAM.defaults
 
@@ -189,21 +190,18 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
         for v in var_list:
             self._zeros_slot(v, "m", self._name)
             self._zeros_slot(v, "v", self._name)
-            if _has_value(v):
+            if initialized(v):
                 self._get_or_make_slot(v, _current_value(v), "s", self._name)
             else:
                 self._zeros_slot(v, "s", self._name)
                 self._pending[id(v)] = v
 
-    def _copy_pending(self, copy) -> list:
+    def _at_first_step(self) -> tf.Tensor:
         """Variables made inside the tf.function being traced have no value when their slots are made (TF
         initializes them after tracing): their s starts at zero and is copied from them at iteration 0 (the
-        iteration count, or global_step when given), just before the update, as when they exist beforehand."""
-        def run():
-            copy()  # for its effect: both branches return nothing
-
-        done = tf.cond(tf.equal(tf.cast(self._step_count, tf.int64), 0), run, lambda: None)
-        return [] if done is None else [done]
+        iteration count, or global_step when given), just before the update, as when they exist beforehand
+        (tf_plugin/pending_average.py)."""
+        return tf.equal(tf.cast(self._step_count, tf.int64), 0)
 
     def _inputs(self) -> dict:
         return {"step": tf.cast(self._step_count, tf.int64) + 1, "lr": tf.cast(self._lr, tf.float32), **self._attrs}
@@ -217,27 +215,18 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
     def _flat_initial(self, name, variables):
         if name != "s":
             return None
-        self._pending.update((id(v), v) for v in variables if not _has_value(v))
+        self._pending.update((id(v), v) for v in variables if not initialized(v))
         return tf.concat([tf.reshape(_current_value(v), [-1]) if id(v) not in self._pending else
                           tf.zeros([v.shape.num_elements()], v.dtype.base_dtype) for v in variables], 0)
 
     def _copy_pending_flat(self, s, dtype) -> list:
         layout, _, index, variables = self._flat_built[_graph_key()]
-        group = [v for v in variables if layout.places[index[id(v)]].dtype == dtype]
-        if not any(id(v) in self._pending for v in group):
+        places = [(layout.places[index[id(v)]], v) for v in variables]
+        group = [(place.offset, place.size, v if id(v) in self._pending else None) for place, v in places
+                 if place.dtype == dtype]
+        if all(v is None for _, _, v in group):
             return []
-
-        def copy():
-            old = tf.convert_to_tensor(s)
-            parts = []
-            for v in group:
-                place = layout.places[index[id(v)]]
-                pending = id(v) in self._pending
-                parts.append(tf.reshape(tf.convert_to_tensor(v), [-1]) if pending else
-                             old[place.offset:place.offset + place.size])
-            s.assign(tf.concat(parts, 0))
-
-        return self._copy_pending(copy)
+        return when(self._at_first_step(), lambda: copy_into_flat(s, group))
 
     def _apply_flat(self, flat, variables, grads, state_offsets, dtype):
         with tf.control_dependencies(self._copy_pending_flat(flat[2], dtype)):
@@ -249,26 +238,12 @@ class FusedEmaAdamOptimizer(_CountingOptimizer):
         s = self.get_slot(handle, "s")
         start = []
         if id(handle) in self._pending:
-            start = self._copy_pending(lambda: s.assign(tf.convert_to_tensor(handle)))
+            start = when(self._at_first_step(), lambda: s.assign(tf.convert_to_tensor(handle)))
         with tf.control_dependencies(start):
-            return self._resource_apply(grad, handle)
-
-    def _resource_apply(self, grad, handle):
-        return raw_ops.ResourceApplyFusedEmaAdam(
-            var=handle.handle, m=self.get_slot(handle, "m").handle, v=self.get_slot(handle, "v").handle,
-            s=self.get_slot(handle, "s").handle, grad=grad, use_locking=self._use_locking, **self._inputs(),
-        )
-
-
-def _has_value(var) -> bool:
-    """False for a variable made inside the tf.function being traced (it has no value outside it yet)."""
-    if not tf.compat.v1.executing_eagerly_outside_functions():
-        return True
-    with tf.init_scope():
-        try:
-            return bool(var.is_initialized())
-        except (AttributeError, NotImplementedError, TypeError):
-            return True
+            return raw_ops.ResourceApplyFusedEmaAdam(
+                var=handle.handle, m=self.get_slot(handle, "m").handle, v=self.get_slot(handle, "v").handle,
+                s=s.handle, grad=grad, use_locking=self._use_locking, **self._inputs(),
+            )
 
 
 def _current_value(var) -> tf.Tensor:
