@@ -1,12 +1,12 @@
 """Graph -> ge.proto.ModelDef, through the protobuf library (graph_ir/proto), and .air / .pbtxt files (reading them
 back is graph_ir/load.py).
 
-Following CANN's conventions (see ../shared/research/ge_ir.md §1–3, §7):
+Following CANN's conventions (metadef's proto/ge_ir.proto, GE's graph/serialization/, torchair's GE builder):
 - OpDef.input holds "node:index" data edges in IR order, then "node:-1" control edges;
 - input_desc copies each producer's output desc renamed to the IR input name; output_desc uses the IR output names
   (a ref output has its input's name); layout "ND"; TensorDescriptor.dtype uses the proto numbering;
 - a dtype attr uses the C++ ge::DataType numbering: in AttrDef.dt for a REG_OP Type attr, in AttrDef.i for an Int
-  one (Cast's dst_type, REQUIRED_ATTR(dst_type, Int); ge_standard_ops.md §4);
+  one (Cast's dst_type, REQUIRED_ATTR(dst_type, Int) in ops-math math/cast/op_graph/cast_proto.h);
 - every list attr sets val_type (GE's deserializer drops a list whose val_type is VT_LIST_NONE);
 - _input_name_key/_input_name_value and _output_name_key/_output_name_value give GE the port names, from which it
   derives the ref (in-place) ports.

@@ -1,5 +1,5 @@
 """The lowering table: TF op types -> GE ops, declaratively, as Ascend's TF adapter maps them (hicann/tensorflow
-tf_adapter and the ops-math TF plugins; ../shared/research/ge_standard_ops.md §8, §10).
+tf_adapter and the ops-math TF plugins, */framework/*_tf_plugin.cpp).
 
 - The optimizer ops (stock ApplyPowerSign / ResourceApplyPowerSign and our four) are built from op_spec: the GE
   type, the TF inputs in GE IR order, which TF inputs become GE attributes (FusedEmaAdam's lr) and the TF

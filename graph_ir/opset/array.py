@@ -1,4 +1,4 @@
-"""The array family's GE prototypes (CANN REG_OPs; ../shared/research/ge_reg_ops.md): shapes (Shape, ShapeN, Size,
+"""The array family's GE prototypes (CANN REG_OPs, declared in third_party/cann/ge_reg_ops.txt): shapes (Shape, ShapeN, Size,
 BroadcastGradientArgs), reshaping (ExpandDims, Squeeze, Tile, Transpose, Fill), joining (ConcatV2, Pack), indexing
 (GatherV2, StridedSlice, UnsortedSegmentSum). Shape-like inputs (axes, multiples, begin/end) must be Consts: graph_ir
 graphs have static shapes. Executors: graph_ir/executors/array.py; TF mappings: graph_ir/lowering/ops/array.py."""

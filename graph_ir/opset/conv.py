@@ -1,4 +1,4 @@
-"""The conv family's GE prototypes (CANN ops-nn REG_OPs; ../shared/research/ge_reg_ops.md): Conv2D and its two
+"""The conv family's GE prototypes (CANN ops-nn REG_OPs, declared in third_party/cann/ge_reg_ops.txt): Conv2D and its two
 gradients, MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad, in NHWC with HWIO filters (what TF's CPU kernels take).
 Executors: graph_ir/executors/conv.py; TF mappings: graph_ir/lowering/ops/conv.py."""
 

@@ -1,4 +1,4 @@
-"""The math family's GE prototypes (CANN ops-math REG_OPs; ../shared/research/ge_reg_ops.md): elementwise binary
+"""The math family's GE prototypes (CANN ops-math REG_OPs, declared in third_party/cann/ge_reg_ops.txt): elementwise binary
 ops, which broadcast as TF's do, unary ops, comparisons and selection, the activation gradients, AddN and the
 reductions. Executors: graph_ir/executors/math.py; TF mappings: graph_ir/lowering/ops/math.py."""
 

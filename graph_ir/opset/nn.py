@@ -1,4 +1,4 @@
-"""The nn family's GE prototypes (CANN ops-nn / ops-math REG_OPs; ../shared/research/ge_reg_ops.md): matrix products
+"""The nn family's GE prototypes (CANN ops-nn / ops-math REG_OPs, declared in third_party/cann/ge_reg_ops.txt): matrix products
 (MatMulV2, BatchMatMulV2, Einsum), bias (BiasAdd, BiasAddGrad), SoftmaxV2 and the sparse softmax cross-entropy.
 Executors: graph_ir/executors/nn.py; TF mappings: graph_ir/lowering/ops/nn.py."""
 

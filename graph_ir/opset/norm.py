@@ -1,4 +1,4 @@
-"""The normalization family's GE prototypes (CANN ops-nn REG_OPs; ../shared/research/ge_reg_ops.md): BatchNorm and
+"""The normalization family's GE prototypes (CANN ops-nn REG_OPs, declared in third_party/cann/ge_reg_ops.txt): BatchNorm and
 BatchNormGrad, which Ascend's TF adapter maps TF's FusedBatchNormV3 and FusedBatchNormGradV3 onto. Executors:
 graph_ir/executors/norm.py; TF mappings: graph_ir/lowering/ops/norm.py."""
 

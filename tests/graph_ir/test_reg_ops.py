@@ -1,6 +1,6 @@
 """Every GE op in graph_ir's registry agrees with CANN's declaration of it: the REG_OP in
-../shared/research/ge_reg_ops.md (tests/helpers/reg_ops.py reads it), or, for the few ops that file does not hold,
-the prototypes in ge_standard_ops.md / ge_ir.md / cann_ops_nn.md tabled below.
+third_party/cann/ge_reg_ops.txt (tests/helpers/reg_ops.py reads it), or, for the few ops that file does not hold,
+the prototypes in CANN's headers tabled below with their sources.
 
 Checked per op: input and output names, order and kinds (required, optional, dynamic); attribute names, types,
 required-ness and defaults; and that each dtype graph_ir allows on a port is one CANN allows there (graph_ir may
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import pytest
 
@@ -37,25 +36,25 @@ def _req(name: str, dtypes: frozenset[str]) -> Port:
     return Port(name, "required", dtypes)
 
 
-# The ops ge_reg_ops.md does not hold (its header: declared outside the op libraries, or newer than the list).
+# The ops ge_reg_ops.txt does not hold (its header: declared outside the op libraries, or newer than the list).
 NOT_IN_REG_OPS: dict[str, RegOp | str] = {
-    # ge_standard_ops.md §6 and ge_ir.md §3 (hdr array_ops.h): Data x, y ALL; index Int 0.
+    # CANN 8.x op_proto/inc/array_ops.h, REG_OP(Data): x, y ALL; index Int 0.
     "Data": RegOp("Data", [_req("x", _ALL)], [_req("y", _ALL)], [Attr("index", "Int", 0, False)]),
-    # ge_standard_ops.md §6 (hdr array_ops.h): Const y {f32 f16 i8 i16 u16 u8 i32 i64 u32 u64 bool f64}; value Tensor.
+    # CANN 8.x op_proto/inc/array_ops.h, REG_OP(Const): y {f32 f16 i8 i16 u16 u8 i32 i64 u32 u64 bool f64}; value Tensor.
     "Const": RegOp("Const", [], [_req("y", _CONST_DTYPES)], [Attr("value", "Tensor", None, False)]),
-    # ge_standard_ops.md §5 (hdr state_ops.h): Variable x, y the same 12 dtypes as Const; index Int 0, value Tensor,
+    # CANN 8.x op_proto/inc/state_ops.h, REG_OP(Variable): x, y the 12 dtypes of Const; index Int 0, value Tensor,
     # container String "", shared_name String "".
     "Variable": RegOp("Variable", [_req("x", _CONST_DTYPES)], [_req("y", _CONST_DTYPES)],
                       [Attr("index", "Int", 0, False), Attr("value", "Tensor", None, False),
                        Attr("container", "String", "", False), Attr("shared_name", "String", "", False)]),
-    # ge_standard_ops.md §4 (ops-math math/cast/op_graph/cast_proto.h): REQUIRED_ATTR(dst_type, Int), a ge::DataType.
+    # ops-math math/cast/op_graph/cast_proto.h: REQUIRED_ATTR(dst_type, Int), a ge::DataType.
     "Cast": RegOp("Cast", [_req("x", _CAST_DTYPES)], [_req("y", _CAST_DTYPES)], [Attr("dst_type", "Int", None, True)]),
-    # cann_ops_nn.md §1.1 (op_graph/inplace_apply_power_sign_proto.h) and §1.2 (OpDef dtypes {bf16, f16, f32}).
+    # ops-nn optim/inplace_apply_power_sign/op_graph/inplace_apply_power_sign_proto.h; its OpDef: {bf16, f16, f32}.
     "InplaceApplyPowerSign": RegOp(
         "InplaceApplyPowerSign",
         [_req(n, _OPTIMIZER_DTYPES) for n in ("var", "m", "lr", "logbase", "sign_decay", "beta", "grad")],
         [_req("var", _OPTIMIZER_DTYPES), _req("m", _OPTIMIZER_DTYPES)], [Attr("use_locking", "Bool", False, False)]),
-    # cann_ops_nn.md §2.1 (op_graph/apply_fused_ema_adam_proto.h).
+    # ops-nn optim/apply_fused_ema_adam/op_graph/apply_fused_ema_adam_proto.h.
     "ApplyFusedEmaAdam": RegOp(
         "ApplyFusedEmaAdam",
         [*(_req(n, _OPTIMIZER_DTYPES) for n in ("grad", "var", "m", "v", "s")), _req("step", _F({"int64"}))],
@@ -63,66 +62,59 @@ NOT_IN_REG_OPS: dict[str, RegOp | str] = {
         [Attr("lr", "Float", 1e-3, False), Attr("ema_decay", "Float", 0.9999, False), Attr("beta1", "Float", 0.9, False),
          Attr("beta2", "Float", 0.999, False), Attr("eps", "Float", 1e-8, False), Attr("mode", "Int", 1, False),
          Attr("bias_correction", "Bool", True, False), Attr("weight_decay", "Float", 0.0, False)]),
-    "NetOutput": "GE-internal node type with no REG_OP (ge_ir.md §3.4, ge_standard_ops.md §6): nothing to check",
+    "NetOutput": "GE-internal node type with no REG_OP (GE's graph/utils/op_type_utils.cc): nothing to check",
 }
 
-# REG_OPs whose dtypes are a type symbol with no DATATYPE line in ge_reg_ops.md: the set CANN gives the symbol.
+# REG_OPs whose dtypes are a type symbol with no DATATYPE line in ge_reg_ops.txt: the set CANN gives the symbol.
 SYMBOL_DTYPES: dict[str, frozenset[str]] = {
-    # ge_standard_ops.md §1: T1 = T2 (and Promote(T1, T2) for y), the hdr list (no bool, c32; ops-math adds them).
+    # CANN 8.x op_proto/inc/elewise_calculation_ops.h: T1 = T2 (Promote(T1, T2) for y) (no bool, c32; ops-math adds them).
     "Mul": _F({"float16", "float32", "float64", "uint8", "int8", "uint16", "int16", "int32", "int64", "bfloat16",
                "DT_COMPLEX64", "DT_COMPLEX128"}),
-    # ge_standard_ops.md §1: the hdr list (no int16; ops-math adds it).
+    # CANN 8.x op_proto/inc/elewise_calculation_ops.h (no int16; ops-math adds it).
     "Pow": _F({"bfloat16", "float16", "float32", "int32", "int64", "int8", "uint8", "float64", "DT_COMPLEX64",
                "DT_COMPLEX128"}),
-    # ge_ir.md §3 (hdr array_ops.h): DATATYPE(T, ALL).
+    # CANN 8.x op_proto/inc/array_ops.h, REG_OP(RefData): DATATYPE(T, ALL).
     "RefData": _ALL,
 }
 
 # Port kinds graph_ir declares otherwise, on purpose. A graph input's `x` is fed by the session or GE's loader, never
-# by an edge (torchair writes its input_desc and no input, ge_ir.md §3): graph_ir marks it optional so the verifier
+# by an edge (torchair's GE builder writes its input_desc and no input): graph_ir marks it optional so the verifier
 # does not ask for a producer.
 KIND_EXCEPTIONS = {("Data", "x"): "optional", ("RefData", "x"): "optional", ("Variable", "x"): "optional"}
 
-# Dtypes graph_ir allows beyond ge_reg_ops.md, each with the newer CANN declaration that allows it.
+# Dtypes graph_ir allows beyond ge_reg_ops.txt, each with the newer CANN declaration that allows it.
 DTYPE_EXCEPTIONS = {
     ("Identity", "bfloat16"): "ops-math conversion/identity/op_graph/identity_proto.h declares Identity's x and y "
-                              "TensorType::ALL() (ge_standard_ops.md §6); graph_ir reads bfloat16 resource variables "
+                              "TensorType::ALL(); graph_ir reads bfloat16 resource variables "
                               "through Identity",
-    ("IdentityN", "bfloat16"): "ops-math conversion/identity_n/op_graph/identity_n_proto.h (ge_standard_ops.md §6): the "
+    ("IdentityN", "bfloat16"): "ops-math conversion/identity_n/op_graph/identity_n_proto.h: the "
                                "Keras optimizers' IdentityN passes bfloat16 gradients of mixed_bfloat16 models",
     ("Variable", "bfloat16"): "InplaceApplyPowerSign and ApplyFusedEmaAdam update bfloat16 var, m, v, s in place "
-                              "(cann_ops_nn.md §1.1, §2.1), which GE holds as Variables",
+                              "(their ops-nn proto headers), which GE holds as Variables",
     ("Const", "bfloat16"): "mixed_bfloat16 steps hold bfloat16 constants; ops-math's Cast and the bfloat16 ops take them "
                            "(the torchair header list predates bfloat16 support)",
 }
 
 
 @functools.cache
-def _declarations() -> dict[str, RegOp] | str:
-    try:
-        return reg_ops.load()
-    except reg_ops.RegOpsNotFound as e:
-        return str(e)
+def _declarations() -> dict[str, RegOp]:
+    return reg_ops.load()
 
 
 def declaration(op_type: str) -> RegOp | None:
     """CANN's declaration of op_type (None: nothing to check, with the reason skipped); fails when there is none."""
     table = _declarations()
-    if isinstance(table, str):
-        if os.environ.get(reg_ops.ENV_OPTIONAL) == "1":
-            pytest.skip(f"{table} ({reg_ops.ENV_OPTIONAL}=1)")
-        pytest.fail(table)
     if op_type in table:
         found = table[op_type]
         if op_type in NOT_IN_REG_OPS:
-            pytest.fail(f"{op_type}: ge_reg_ops.md now declares it; drop its NOT_IN_REG_OPS entry")
+            pytest.fail(f"{op_type}: ge_reg_ops.txt now declares it; drop its NOT_IN_REG_OPS entry")
         fill = SYMBOL_DTYPES.get(op_type)
         ports = [[p if p.dtypes is not None or fill is None else p._replace(dtypes=fill) for p in side]
                  for side in (found.inputs, found.outputs)]
         return found._replace(inputs=ports[0], outputs=ports[1])
     entry = NOT_IN_REG_OPS.get(op_type)
     if entry is None:
-        pytest.fail(f"{op_type}: graph_ir registers it, but it is neither in ge_reg_ops.md nor in NOT_IN_REG_OPS")
+        pytest.fail(f"{op_type}: graph_ir registers it, but it is neither in ge_reg_ops.txt nor in NOT_IN_REG_OPS")
     if isinstance(entry, str):
         pytest.skip(f"{op_type}: {entry}")
     return entry

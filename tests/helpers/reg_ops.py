@@ -1,24 +1,23 @@
-"""A reader of CANN's REG_OP declarations as ../shared/research/ge_reg_ops.md lists them (one `REG_OP(Name)` line,
+"""A reader of CANN's REG_OP declarations as third_party/cann/ge_reg_ops.txt lists them (one `REG_OP(Name)` line,
 then one `.INPUT(...)`, `.OUTPUT(...)`, `.ATTR(...)`, ... line each), for checking graph_ir's registry against them.
 
 Dtypes come back as graph_ir dtype names (float32, bfloat16, int64, bool, ...); GE dtypes graph_ir does not have keep
 their own names (DT_COMPLEX64, DT_STRING, ...). The TensorType groups are expanded as metadef's
-inc/external/graph/types.h defines them (ge_standard_ops.md §0). A dtype list this reader cannot read (a type symbol
+inc/external/graph/types.h defines them. A dtype list this reader cannot read (a type symbol
 such as "T1" without a `.DATATYPE` line, a misspelt group) is None: the caller decides, it is never guessed.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
 
 from graph_ir.dtypes import BY_NAME
 
-ENV_PATH = "GE_REG_OPS"
-ENV_OPTIONAL = "GE_REG_OPS_OPTIONAL"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The declarations the project checks against, kept in the repository with their source (the file's header).
+REG_OPS_FILE = REPO_ROOT / "third_party" / "cann" / "ge_reg_ops.txt"
 
 _GRAPH_IR_NAMES = {"DT_FLOAT": "float32", "DT_FLOAT32": "float32", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16", "DT_DOUBLE": "float64",
                    "DT_INT8": "int8", "DT_INT16": "int16", "DT_INT32": "int32", "DT_INT64": "int64",
@@ -84,22 +83,6 @@ class RegOp(NamedTuple):
     inputs: list[Port]
     outputs: list[Port]
     attrs: list[Attr]
-
-
-class RegOpsNotFound(FileNotFoundError):
-    """The REG_OP file is not where it was looked for."""
-
-
-def reg_ops_path() -> Path:
-    """The REG_OP file: $GE_REG_OPS if set, else <repo>/../shared/research/ge_reg_ops.md (where CI copies `shared/`
-    beside the clone). Raises RegOpsNotFound saying where it looked."""
-    env = os.environ.get(ENV_PATH)
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "research" / "ge_reg_ops.md"
-    if not path.is_file():
-        where = f"${ENV_PATH}={env}" if env else f"{path} ({ENV_PATH} is not set)"
-        raise RegOpsNotFound(f"the REG_OP declarations file ge_reg_ops.md is not at {where}; set {ENV_PATH} to its "
-                             f"path, or {ENV_OPTIONAL}=1 to skip the REG_OP checks")
-    return path
 
 
 def read_dtypes(spec: str, symbols: dict[str, str] | None = None) -> frozenset[str] | None:
@@ -168,7 +151,7 @@ def _finish(op: str, ports: list[tuple[str, str, str, str]], attrs: list[Attr], 
 
 
 def parse(text: str) -> dict[str, RegOp]:
-    """{op type: RegOp} from the markdown text; inputs, outputs and attrs each in declaration order."""
+    """{op type: RegOp} from the file's text; inputs, outputs and attrs each in declaration order."""
     ops: dict[str, RegOp] = {}
     current: str | None = None
     ports: list[tuple[str, str, str, str]] = []
@@ -204,5 +187,5 @@ def parse(text: str) -> dict[str, RegOp]:
 
 
 def load(path: Path | None = None) -> dict[str, RegOp]:
-    """The REG_OP declarations of the file at `path` (default: reg_ops_path())."""
-    return parse((path or reg_ops_path()).read_text(encoding="utf-8"))
+    """The REG_OP declarations of the file at `path` (default: the repository's REG_OPS_FILE)."""
+    return parse((path or REG_OPS_FILE).read_text(encoding="utf-8"))

@@ -32,8 +32,28 @@ def _fit_losses(epsilon: float, seed: int) -> list[float]:
         return model.fit(x, y, batch_size=256, epochs=3, verbose=0).history["loss"]
 
 
+def _forced_underflow(epsilon: float) -> tuple[float, float]:
+    """(the epoch's mean loss, the final weight) of one float16 weight trained on a batch whose gradient is -3.8e-3,
+    then 30 batches of gradient 0, then one with input -100. The first step's v = (1 - beta2) * g**2 = 1.4e-8
+    underflows float16 to 0 while m does not; with v = 0 each step moves the weight by lr * m_hat / epsilon, so by
+    about 750 in all with epsilon 1e-8 (7.5 with 1e-6). The last input then makes the prediction -inf in float16, and
+    log_cosh(-inf) is NaN."""
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros",
+                                                                    dtype="float16")])
+    x = np.array([[5e-3]] + [[0.0]] * 30 + [[-100.0]], np.float32)
+    y = np.array([[1.0]] + [[0.0]] * 31, np.float32)
+    model.compile(optimizer=FusedEmaAdam(1e-3, epsilon=epsilon), loss="log_cosh")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = model.fit(x, y, batch_size=1, epochs=1, shuffle=False, verbose=0).history["loss"][-1]
+    return loss, float(model.get_weights()[0].reshape(()))
+
+
 def test_the_default_epsilon_gives_nan_in_float16_and_the_recommended_one_trains():
-    assert not np.isfinite(_fit_losses(1e-8, seed=1)).all()
+    loss, weight = _forced_underflow(1e-8)
+    assert np.isnan(loss) and weight > 500
+    loss, weight = _forced_underflow(FLOAT16_MIN_EPSILON)
+    assert np.isfinite(loss) and weight < 10
     for seed in (0, 1):
         losses = _fit_losses(FLOAT16_MIN_EPSILON, seed)
         assert np.isfinite(losses).all() and losses[-1] < losses[0]
