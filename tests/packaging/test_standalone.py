@@ -28,5 +28,6 @@ def test_no_tracked_file_refers_to_the_shelf_beside_the_clone():
 
 
 def test_the_shelf_pattern_catches_what_it_is_for():
-    assert _SHELF.search("see ../" + "shared/research/ge_ir.md") and _SHELF.search("shared/" + "docs/api.md")
+    shelf = "shar" + "ed"
+    assert _SHELF.search(f"see ../{shelf}/research/ge_ir.md") and _SHELF.search(f"{shelf}/docs/api.md")
     assert not _SHELF.search("std::shared_ptr") and not _SHELF.search("shared_name")
