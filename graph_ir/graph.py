@@ -71,7 +71,7 @@ class Graph:
         """Adds a node after checking it against its IR prototype; returns it. `output_descs` are needed only for
         the graph inputs (Data/RefData), whose dtype and shape cannot be inferred; given for others, they are
         checked against the inferred ones."""
-        op = registry.get(op_type)
+        op = registry.get(op_type, node=name)
         if name is not None and (not isinstance(name, str) or not name or ":" in name):
             raise GraphError(f"{op_type}: a node name must be a non-empty str without ':', got {name!r}")
         node_name = name or op_type

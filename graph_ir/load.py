@@ -1,9 +1,11 @@
 """Reads GE graphs back: .air (binary ge.proto.ModelDef) and .pbtxt (text format) files, or bytes.
 
 Files travel between people and machines, so nothing in them is trusted. Every fault is a GraphError naming the
-node and the field: edges are parsed strictly ("name:index" with ASCII digits, the index in range), the graph is
-walked without recursion, every tensor's data must match its desc, every node is verified against its IR
-prototype and its stated output descs against the inferred ones, and the reserved NetOutput role is checked.
+node and the field: edges are parsed strictly ("name:index" with ASCII digits, the index in range) and bound to the
+op's inputs by their input_desc names (a skipped optional input stays empty), the graph is walked without recursion,
+every tensor's data must match its desc, every node is verified against its IR prototype and its stated output descs
+against the inferred ones (computing no value: a Range's length, not its values), and the reserved NetOutput role is
+checked.
 """
 
 from __future__ import annotations
@@ -73,8 +75,43 @@ def _attr(node: str, name: str, attr, spec: registry.IrAttr):
     if spec.type == "tensor":
         return _tensor(node, f"attribute {name!r}", attr.t)
     if spec.type == "list_int":
-        return list(attr.list.i)
+        return _int_list(node, name, attr.list)
     return getattr(attr, kind)
+
+
+_VT_NAMES = {number: name for name, number in proto.VT.items()}
+
+
+def _int_list(node: str, name: str, values) -> list[int]:
+    """A list attr of ints: val_type VT_LIST_INT (or unset, for an empty list) and no values of another kind (a list
+    of floats would otherwise read as an empty int list)."""
+    others = [f.name for f, _ in values.ListFields() if f.name not in ("i", "val_type")]
+    kind_name = _VT_NAMES.get(values.val_type, str(values.val_type))
+    if others or kind_name not in ("VT_LIST_INT", "VT_LIST_NONE") or (kind_name == "VT_LIST_NONE" and values.i):
+        raise GraphError(f"node {node!r}: attribute {name!r} must be a list of ints (val_type VT_LIST_INT), got "
+                         f"val_type {kind_name} with fields {sorted({*others, 'i'} if values.i else set(others))}")
+    return list(values.i)
+
+
+def _bind_inputs(node: str, spec: registry.IrOp, op_def, handles: list[Handle]) -> list[Handle | None]:
+    """The data inputs in IR order. An op whose optional inputs may be skipped (MatMulV2's bias before offset_w) is
+    bound by the input_desc names the serializer and GE write (one per data edge), not by count: MatMulV2 with
+    offset_w and no bias keeps bias empty. Without those names, the edges fill the IR inputs from the first."""
+    names = [d.name for d in op_def.input_desc]
+    if spec.dynamic_input is not None or len(names) != len(handles) or not handles:
+        return handles
+    ports = [i.name for i in spec.inputs]
+    bound: list[Handle | None] = [None] * len(ports)
+    for k, (port, h) in enumerate(zip(names, handles)):
+        if port not in ports:
+            raise GraphError(f"node {node!r} ({spec.type}): input_desc[{k}] names input {port[:80]!r}, which "
+                             f"{spec.type} does not have (inputs in IR order: {', '.join(ports)})")
+        if bound[ports.index(port)] is not None:
+            raise GraphError(f"node {node!r} ({spec.type}): input_desc names input {port!r} twice")
+        bound[ports.index(port)] = h
+    while bound and bound[-1] is None:
+        bound.pop()
+    return bound
 
 
 def _order(graph_name: str, op_defs: dict) -> list[tuple[str, list[tuple[str, int]]]]:
@@ -125,8 +162,9 @@ def from_model_def(model) -> Graph:
         op_defs[op.name] = op
     for name, edges in _order(graph.name, op_defs):
         op_def = op_defs[name]
-        spec = registry.get(op_def.type)
-        inputs = [Handle(graph.nodes[src], index) for src, index in edges if index >= 0]
+        spec = registry.get(op_def.type, node=name)
+        inputs = _bind_inputs(name, spec, op_def,
+                              [Handle(graph.nodes[src], index) for src, index in edges if index >= 0])
         controls = [graph.nodes[src] for src, index in edges if index < 0]
         specs = {a.name: a for a in spec.attrs}
         unknown = [k for k in op_def.attr if k not in specs and k not in META_KEYS]

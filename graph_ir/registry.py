@@ -183,7 +183,10 @@ register(IrOp("IdentityN", (IrInput("x", ALL_DTYPES, dynamic=True),), (IrOutput(
 WRITABLE_SOURCES = ("Variable", "RefData", "Data")
 
 
-def get(op_type: str) -> IrOp:
+def get(op_type: str, node: str | None = None) -> IrOp:
+    """The prototype of `op_type`; an unknown type is a GraphError naming the node (when given) and the type."""
     if op_type not in REGISTRY:
-        raise GraphError(f"no GE op {op_type!r} in the registry; registered: {', '.join(sorted(REGISTRY))}")
+        where = f"node {node!r:.80}: " if node is not None else ""
+        raise GraphError(f"{where}no GE op {op_type!r:.80} in the registry (unknown op type); registered: "
+                         f"{', '.join(sorted(REGISTRY))}")
     return REGISTRY[op_type]

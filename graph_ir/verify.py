@@ -3,6 +3,7 @@ sources of in-place inputs, and the output descs, which are inferred by the op's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,6 +175,16 @@ def const_value(op: IrOp, node: str, handle, what: str) -> np.ndarray:
     return np.asarray(handle.node.attrs["value"])
 
 
+def const_scalar(op: IrOp, node: str, handle, what: str) -> np.generic:
+    """The one value of the Const feeding input `what` (an axis, a count): shape [] or any shape of one element (TF's
+    kernels read such inputs as a scalar; an empty or longer Const is refused, as TF refuses it)."""
+    value = const_value(op, node, handle, what)
+    if value.size != 1:
+        raise GraphError(f"{op.type} {node!r}: input {what!r} must hold one value, got a Const of shape "
+                         f"{list(value.shape)}")
+    return value.reshape(-1)[0]
+
+
 def const_dims(op: IrOp, node: str, handle, what: str) -> list[int]:
     """The dims held by the Const feeding `what` (Reshape's shape, Fill's dims)."""
     value = const_value(op, node, handle, what)
@@ -188,19 +199,19 @@ def _fill(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 
 def _reshape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    """TF's rule (tensorflow/core/kernels/reshape_op.h, ValidateSizes): a -1 takes the input's element count over the
+    product of the other dims; when `shape` holds a 0, the input's zero dims are left out of that count, so that
+    [0, 3] reshaped to [0, -1] gives [0, 3]."""
     shape = const_dims(op, node, inputs[1], "shape")
     x = inputs[0]
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise GraphError(f"Reshape {node!r}: shape {shape} may hold one -1 and otherwise dims >= 0")
     if -1 in shape:
-        known = 1
-        for d in shape:
-            known *= d if d != -1 else 1
-        shape[shape.index(-1)] = x.desc.num_elements // known if known else 0
-    count = 1
-    for d in shape:
-        count *= d
-    if count != x.desc.num_elements:
+        has_zero = 0 in shape
+        product = math.prod(d for d in shape if d > 0)
+        count = math.prod(d for d in x.shape if d > 0 or not has_zero)
+        shape[shape.index(-1)] = count // product
+    if math.prod(shape) != x.desc.num_elements:
         raise GraphError(f"Reshape {node!r}: cannot reshape {list(x.shape)} to {shape}")
     return [TensorDesc("y", x.dtype, tuple(shape))]
 

@@ -8,7 +8,8 @@ import numpy as np
 from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype
 from graph_ir.nodes import Node
-from graph_ir.opset.array import broadcast_gradient_args, range_values, strided_slice_index
+from graph_ir.opset.array import broadcast_gradient_args, strided_slice_index, transpose_perm
+from graph_ir.opset.ranges import range_values
 
 
 def _shape(node: Node, args) -> list[np.ndarray]:
@@ -21,7 +22,7 @@ def _shape_n(node: Node, args) -> list[np.ndarray]:
 
 
 def _broadcast_gradient_args(node: Node, args) -> list[np.ndarray]:
-    r0, r1 = broadcast_gradient_args(node.op, node.name, args[0].tolist(), args[1].tolist())
+    r0, r1 = broadcast_gradient_args(node.op, node.name, args[0].reshape(-1).tolist(), args[1].reshape(-1).tolist())
     return [at_dtype(node, 0, r0), at_dtype(node, 1, r1)]
 
 
@@ -29,13 +30,21 @@ def _reshaped(node: Node, args) -> list[np.ndarray]:
     return [args[0].reshape(node.output_descs[0].shape)]  # ExpandDims and Squeeze: a view
 
 
+def _one_value(node: Node, value: np.ndarray, what: str) -> int:
+    """An axis or count input's one value (the prototype checked its Const; a fed one is checked here)."""
+    if value.size != 1:
+        raise GraphError(f"{node.type} {node.name!r}: input {what!r} must hold one value, got shape "
+                         f"{list(value.shape)}")
+    return int(value.reshape(-1)[0])
+
+
 def _concat(node: Node, args) -> list[np.ndarray]:
-    axis = int(args[-1].reshape(-1)[0]) % args[0].ndim
+    axis = _one_value(node, args[-1], "concat_dim") % args[0].ndim
     return [np.concatenate(args[:-1], axis=axis)]
 
 
 def _gather(node: Node, args) -> list[np.ndarray]:
-    x, indices, axis = args[0], args[1], int(args[2].reshape(-1)[0]) % args[0].ndim
+    x, indices, axis = args[0], args[1], _one_value(node, args[2], "axis") % args[0].ndim
     size = x.shape[axis]
     bad = (indices < 0) | (indices >= size)
     if bad.any():  # TF's CPU kernel refuses them too
@@ -54,7 +63,12 @@ def _unsorted_segment_sum(node: Node, args) -> list[np.ndarray]:
     out = np.zeros(node.output_descs[0].shape, x.dtype)
     flat_ids = ids.reshape(-1)
     rows = x.reshape(flat_ids.size, *x.shape[ids.ndim:])
-    keep = (flat_ids >= 0) & (flat_ids < out.shape[0])  # TF drops ids out of range (negative ones) silently
+    too_big = flat_ids >= out.shape[0]
+    if too_big.any():  # TF's CPU kernel refuses them (and drops negative ids)
+        k = int(np.argmax(too_big))
+        raise GraphError(f"UnsortedSegmentSum {node.name!r}: segment_ids[{k}] = {int(flat_ids[k])} is out of range "
+                         f"[0, {out.shape[0]}) (num_segments)")
+    keep = flat_ids >= 0
     with np.errstate(all="ignore"):
         np.add.at(out, flat_ids[keep], rows[keep])  # in index order, as TF's CPU kernel accumulates
     return [out]
@@ -69,8 +83,9 @@ EXECUTORS = {
     "Squeeze": _reshaped,
     "Tile": lambda node, args: [np.tile(args[0], args[1].reshape(-1).tolist())],
     "BroadcastTo": lambda node, args: [np.ascontiguousarray(np.broadcast_to(args[0], node.output_descs[0].shape))],
-    "Range": lambda node, args: [range_values(node.op, node.name, *args)],
-    "Transpose": lambda node, args: [np.ascontiguousarray(np.transpose(args[0], args[1].reshape(-1).tolist()))],
+    "Range": lambda node, args: [range_values(node.name, *args)],
+    "Transpose": lambda node, args: [np.ascontiguousarray(np.transpose(
+        args[0], transpose_perm(node.op, node.name, args[1].reshape(-1).tolist(), args[0].ndim)))],
     "ConcatV2": _concat,
     "Pack": lambda node, args: [np.stack(args, axis=node.attrs["axis"] % (args[0].ndim + 1))],
     "GatherV2": _gather,

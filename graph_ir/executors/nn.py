@@ -50,10 +50,21 @@ def _bias_add_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """e = exp(x - max), y = e * (1 / sum(e)). float64 follows TF's Eigen kernel (softmax_op_functor.h): a row
+    holding NaN or inf is all NaN. The other dtypes follow TF's x86 CPU build, which runs them through oneDNN's
+    softmax: the max skips NaN, and exp of a NaN (x - max where x is NaN, or inf - inf) counts as +inf, so such a row
+    gives NaN at those entries and 0 elsewhere (TF: softmax([inf, 1, 2]) = [nan, 0, 0])."""
     x = wide(args[0])
     axes = tuple(a % x.ndim for a in node.attrs["axes"])
+    if x.size == 0:  # nothing to normalize (a max over an empty axis would have no identity)
+        return [at_dtype(node, 0, x)]
     with np.errstate(all="ignore"):
-        e = np.exp(x - np.max(x, axis=axes, keepdims=True))
+        if args[0].dtype == np.float64:
+            shifted = x - np.max(x, axis=axes, keepdims=True)
+            e = np.exp(shifted)
+        else:
+            shifted = x - np.fmax.reduce(x, axis=axes, keepdims=True)
+            e = np.where(np.isnan(shifted), np.inf, np.exp(shifted))
         y = e * (1 / np.sum(e, axis=axes, keepdims=True))
     return [at_dtype(node, 0, y)]
 
@@ -66,6 +77,8 @@ def _sparse_softmax_xent(node: Node, args: list[np.ndarray]) -> list[np.ndarray]
         raise GraphError(f"{node.type} {node.name!r}: label {int(labels[np.argmax(bad)])} is outside the valid "
                          f"range [0, {classes})")
     rows = np.arange(labels.size)
+    if features.size == 0:  # no rows (the prototype refuses zero classes, as TF)
+        return [at_dtype(node, 0, np.zeros(labels.shape)), at_dtype(node, 1, features)]
     with np.errstate(all="ignore"):
         shifted = features - np.max(features, axis=1, keepdims=True)
         e = np.exp(shifted)

@@ -17,8 +17,17 @@ def _axes(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(k for k in range(4) if k != c), tuple(-1 if k == c else 1 for k in range(4))
 
 
+def _empty_batch_norm(node: Node, x: np.ndarray, depth: int) -> list[np.ndarray]:
+    """TF's FusedBatchNormV3 on an empty x (fused_batch_norm_op.cc returns early): y empty, batch_mean and
+    batch_variance NaN, the saved mean and variance 0, in training and in inference alike."""
+    nan, zero = np.full(depth, np.nan, np.float32), np.zeros(depth, np.float32)
+    return [at_dtype(node, 0, x), nan, nan.copy(), zero, zero.copy(), np.zeros(0, np.float32)]
+
+
 def _batch_norm(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, scale, offset = args[0].astype(np.float32), args[1], args[2]
+    if x.size == 0:
+        return _empty_batch_norm(node, x, scale.size)
     axes, shape = _axes(node)
     eps = np.float32(node.attrs["epsilon"])
     with np.errstate(all="ignore"):
@@ -40,6 +49,10 @@ def _batch_norm(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     dy, x, scale, mean, variance = (a.astype(np.float32) for a in args[:5])
+    zero = np.zeros((), np.float32)
+    if x.size == 0:  # TF's FusedBatchNormGradV3 on an empty x: zero scale and offset gradients
+        vector = np.zeros(scale.size, np.float32)
+        return [at_dtype(node, 0, x), vector, vector.copy(), zero, zero.copy()]
     axes, shape = _axes(node)
     eps = np.float32(node.attrs["epsilon"])
     with np.errstate(all="ignore"):
@@ -55,7 +68,6 @@ def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
                 dy - dy_mean.reshape(shape) - centered * (dyc_mean / (variance + eps)).reshape(shape))
         else:
             x_backprop = dy * (scale * inv_std).reshape(shape)
-    zero = np.zeros((), np.float32)
     return [at_dtype(node, 0, x_backprop), scale_backprop.astype(np.float32), offset_backprop.astype(np.float32),
             zero, zero.copy()]
 

@@ -10,8 +10,9 @@ import numpy as np
 from graph_ir.dtypes import from_ge
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
+from graph_ir.opset.ranges import range_length
 from graph_ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_value
+from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_scalar, const_value
 
 BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
 WITH_BOOL = ALL_DTYPES
@@ -28,13 +29,27 @@ def _shape_dtype(op: IrOp, node: str, attrs):
     return dtype
 
 
+def _check_fits(op: IrOp, node: str, dtype, values: list[int], what: str) -> None:
+    """An int32 result must hold every dim (or the element count): TF's Shape, ShapeN and Size kernels
+    (tensorflow/core/kernels/shape_ops.h) refuse a 32-bit output that would wrap."""
+    if dtype.name == "int32" and any(v > 2**31 - 1 for v in values):
+        raise GraphError(f"{op.type} {node!r}: {what} {values} does not fit the int32 output (attribute 'dtype' "
+                         "DT_INT32); use DT_INT64 (9)")
+
+
 def _shape(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    rank = len(inputs[0].shape)
-    return [TensorDesc("y", _shape_dtype(op, node, attrs), () if op.type == "Size" else (rank,))]
+    dtype, x = _shape_dtype(op, node, attrs), inputs[0]
+    if op.type == "Size":
+        _check_fits(op, node, dtype, [x.desc.num_elements], "x's element count")
+        return [TensorDesc("y", dtype, ())]
+    _check_fits(op, node, dtype, list(x.shape), "x's shape")
+    return [TensorDesc("y", dtype, (len(x.shape),))]
 
 
 def _shape_n(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     dtype = _shape_dtype(op, node, attrs)
+    for k, h in enumerate(inputs):
+        _check_fits(op, node, dtype, list(h.shape), f"x{k}'s shape")
     return [TensorDesc(f"y{k}", dtype, (len(h.shape),)) for k, h in enumerate(inputs)]
 
 
@@ -82,7 +97,7 @@ def _axis(op: IrOp, node: str, axis: int, rank: int) -> int:
 
 def _expand_dims(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x = inputs[0]
-    axis = _axis(op, node, int(const_value(op, node, inputs[1], "axis").reshape(-1)[0]), len(x.shape) + 1)
+    axis = _axis(op, node, int(const_scalar(op, node, inputs[1], "axis")), len(x.shape) + 1)
     return [TensorDesc("y", x.dtype, (*x.shape[:axis], 1, *x.shape[axis:]))]
 
 
@@ -109,29 +124,30 @@ def _broadcast_to(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", x.dtype, shape)]
 
 
-def range_values(op: IrOp, node: str, start, limit, delta) -> np.ndarray:
-    """TF's Range: start, start + delta, ... up to (not including) limit."""
-    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    if delta == 0 or (limit - start) * delta < 0 and limit != start:
-        raise GraphError(f"Range {node!r}: delta {delta} does not go from {start} towards {limit}")
-    return np.arange(start, limit, delta, dtype=start.dtype)
-
-
 def _range(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    values = [const_value(op, node, h, n) for h, n in zip(inputs, ("start", "limit", "delta"))]
-    return [TensorDesc("y", inputs[0].dtype, range_values(op, node, *values).shape)]
+    values = [const_scalar(op, node, h, n) for h, n in zip(inputs, ("start", "limit", "delta"))]
+    return [TensorDesc("y", inputs[0].dtype, (range_length(node, *values),))]  # the length only: nothing big
+
+
+def transpose_perm(op: IrOp, node: str, perm: list[int], rank: int) -> list[int]:
+    """`perm` with a negative entry counted from the end (rank added once, as TF's TransposeOp does), which must
+    then be a permutation of 0 .. rank - 1."""
+    wrapped = [p + rank if p < 0 else p for p in perm]
+    if sorted(wrapped) != list(range(rank)):
+        raise GraphError(f"Transpose {node!r}: perm {perm} is not a permutation of rank {rank} (entries in "
+                         f"[{-rank}, {rank}), each axis once)")
+    return wrapped
 
 
 def _transpose(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    x, perm = inputs[0], const_dims(op, node, inputs[1], "perm")
-    if sorted(perm) != list(range(len(x.shape))):
-        raise GraphError(f"Transpose {node!r}: perm {perm} is not a permutation of rank {len(x.shape)}")
+    x = inputs[0]
+    perm = transpose_perm(op, node, const_dims(op, node, inputs[1], "perm"), len(x.shape))
     return [TensorDesc("y", x.dtype, tuple(x.shape[p] for p in perm))]
 
 
 def _concat(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     parts, rank = inputs[:-1], len(inputs[0].shape)
-    axis = _axis(op, node, int(const_value(op, node, inputs[-1], "concat_dim").reshape(-1)[0]), rank)
+    axis = _axis(op, node, int(const_scalar(op, node, inputs[-1], "concat_dim")), rank)
     for k, h in enumerate(parts):
         if h.dtype != parts[0].dtype or len(h.shape) != rank or any(
                 d != e for j, (d, e) in enumerate(zip(h.shape, parts[0].shape)) if j != axis):
@@ -154,7 +170,7 @@ def _gather(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, indices = inputs[0], inputs[1]
     if attrs["batch_dims"] != 0:
         raise GraphError(f"GatherV2 {node!r}: graph_ir supports batch_dims 0, got {attrs['batch_dims']}")
-    axis = _axis(op, node, int(const_value(op, node, inputs[2], "axis").reshape(-1)[0]), len(x.shape))
+    axis = _axis(op, node, int(const_scalar(op, node, inputs[2], "axis")), len(x.shape))
     return [TensorDesc("y", x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]))]
 
 
@@ -190,7 +206,7 @@ def _strided_slice(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 def _unsorted_segment_sum(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, ids = inputs[0], inputs[1]
-    count = int(const_value(op, node, inputs[2], "num_segments").reshape(-1)[0])
+    count = int(const_scalar(op, node, inputs[2], "num_segments"))
     if tuple(x.shape[:len(ids.shape)]) != tuple(ids.shape) or count < 0:
         raise GraphError(f"UnsortedSegmentSum {node!r}: segment_ids of shape {list(ids.shape)} must prefix x's "
                          f"shape {list(x.shape)}, and num_segments {count} be >= 0")
@@ -212,7 +228,7 @@ for _op in (
                         for n in ("start", "limit", "delta")), (IrOutput("y", ("float16", "float32", "int32", "float64",
                                                                               "int64", "bfloat16")),),
          outputs_from="infer", infer=_range, same_dtype=("start", "limit", "delta"),
-         doc="y = start, start + delta, ... below limit (Const inputs: a static length)."),
+         doc="y = start + i * delta below limit, in the dtype (Const inputs: a static length)."),
     IrOp("Transpose", (IrInput("x", BASIC), IrInput("perm", INDICES)), (IrOutput("y", BASIC),), outputs_from="infer",
          infer=_transpose, doc="y = x with its axes permuted by `perm`."),
     IrOp("ConcatV2", (IrInput("x", WITH_BOOL, dynamic=True), IrInput("concat_dim", INDICES)),
@@ -231,7 +247,8 @@ for _op in (
     IrOp("UnsortedSegmentSum", (IrInput("x", BASIC), IrInput("segment_ids", INDICES),
                                 IrInput("num_segments", INDICES)), (IrOutput("y", BASIC),),
          (IrAttr("is_preprocessed", "bool", False),), outputs_from="infer", infer=_unsorted_segment_sum,
-         doc="y[i] = the sum of the x slices whose segment id is i (ids out of range are dropped, as in TF)."),
+         doc="y[i] = the sum of the x slices whose segment id is i (negative ids are dropped and ids >= "
+             "num_segments refused, as on TF's CPU)."),
     IrOp("Fill", (IrInput("dims", INDICES), IrInput("value", ALL_DTYPES, scalar=True)), (IrOutput("y", ALL_DTYPES),),
          outputs_from="fill", doc="y = value everywhere, of shape dims."),
     IrOp("ZerosLike", (IrInput("x", BASIC),), (IrOutput("y", BASIC),), outputs_from="same", doc="y = zeros like x."),

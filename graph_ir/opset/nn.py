@@ -119,8 +119,11 @@ register(IrOp("BiasAddGrad", (IrInput("x", REALS),), (IrOutput("y", REALS),), (_
 
 def _softmax(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x = inputs[0]
-    if any(not -len(x.shape) <= a < len(x.shape) for a in attrs["axes"]) or not attrs["axes"]:
+    rank = len(x.shape)
+    if any(not -rank <= a < rank for a in attrs["axes"]) or not attrs["axes"]:
         raise GraphError(f"SoftmaxV2 {node!r}: axes {attrs['axes']} out of range for shape {list(x.shape)}")
+    if len({a % rank for a in attrs["axes"]}) != len(attrs["axes"]):
+        raise GraphError(f"SoftmaxV2 {node!r}: axes {attrs['axes']} name one axis twice (shape {list(x.shape)})")
     if attrs["half_to_float"]:
         raise GraphError(f"SoftmaxV2 {node!r}: half_to_float is not supported")
     return [TensorDesc("y", x.dtype, x.shape)]
@@ -136,6 +139,9 @@ def _sparse_softmax_xent(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]
     if len(features.shape) != 2 or labels.shape != features.shape[:1]:
         raise GraphError(f"{op.type} {node!r}: features must be [batch, classes] and labels [batch], got "
                          f"{list(features.shape)} and {list(labels.shape)}")
+    if features.shape[1] == 0:  # TF's kernel refuses it too
+        raise GraphError(f"{op.type} {node!r}: features must have at least one class, got shape "
+                         f"{list(features.shape)}")
     return [TensorDesc("loss", features.dtype, labels.shape), TensorDesc("backprop", features.dtype, features.shape)]
 
 
