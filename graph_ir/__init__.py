@@ -30,5 +30,13 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = Non
     return lowering.from_tensorflow(fn, *args, fetches=fetches, session=session)
 
 
+def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> dict[str, list[str]]:
+    """{TF op type: [node names]} of every op of the step that the lowering has no mapping for (see
+    graph_ir.lowering.report); takes what from_tensorflow takes."""
+    from graph_ir.lowering.report import missing_ops as find  # imports TensorFlow
+
+    return find(fn, *args, fetches=fetches, session=session)
+
+
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",
-           "Variable", "from_tensorflow", "kernels", "load", "loads", "ops", "registry"]
+           "Variable", "from_tensorflow", "kernels", "load", "loads", "missing_ops", "ops", "registry"]

@@ -84,8 +84,10 @@ def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any
     return variables, captured
 
 
-def graph_variables(graph, graph_def, closure: set[str], session) -> dict[str, tuple[str, np.ndarray, Any]]:
+def graph_variables(graph, graph_def, closure: set[str], session,
+                    source: Any = None) -> dict[str, tuple[str, np.ndarray, Any]]:
     """The variables a tf.Graph's fetches use: {VarHandleOp/VariableV2 name: (GE name, value, variable or None)}.
+    `source` is the graph or GraphDef the user gave (whose identity keeps the GE names), when `graph_def` is a copy.
 
     Values come from `session` when given; otherwise from the variable's own initializer when that is a constant;
     otherwise a LoweringError. Never from another Assign of the graph."""
@@ -102,7 +104,8 @@ def graph_variables(graph, graph_def, closure: set[str], session) -> dict[str, t
             continue
         var = objects.get(name)
         shared = attr_value(node, "shared_name").decode() if node.op == "VarHandleOp" else ""
-        key = ("graph", id(graph if graph is not None else graph_def), shared or name)
+        key = ("graph", id(source if source is not None else graph if graph is not None else graph_def),
+               shared or name)
         if session is not None:
             if var is None:
                 raise LoweringError(f"{node.op} {name!r}: the graph has no variable object for it, so the session "

@@ -11,22 +11,17 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
 
-from graph_ir.dtypes import from_tf
+from graph_ir.dtypes import BY_NAME, from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering import ops
 from graph_ir.lowering.capture import attr_value, parse_tensor
 from graph_ir.lowering.context import LoweringContext
+from graph_ir.lowering.inline import is_stateful
 from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, INPUTS, LOWERINGS, MULTI_LOWERINGS, OpLowering
 from graph_ir.nodes import Handle, Node, TensorDesc
-
-
-def is_stateful(op_type: str) -> bool:
-    op_def = op_def_registry.get(op_type)
-    return op_def is None or op_def.is_stateful
 
 
 class Lowerer(LoweringContext):
@@ -156,10 +151,12 @@ class Lowerer(LoweringContext):
             if op in ops.LOWERINGS:
                 self.current, self.current_controls = node, controls
                 return ops.LOWERINGS[op](self, node, [self.handle(t) for t in data])
+        except LoweringError:
+            raise
         except GraphError as e:
-            if isinstance(e, LoweringError):
-                raise
             raise LoweringError(f"lowering TF {op} {node.name!r}: {e}") from None
+        except (ValueError, TypeError, KeyError, IndexError) as e:  # e.g. a dtype graph_ir has no type for
+            raise LoweringError(f"lowering TF {op} {node.name!r}: {type(e).__name__}: {e}") from e
         raise LoweringError(ops.refusal(op, node.name, is_stateful(op)))
 
     # -- the kinds of node ----------------------------------------------------------------------------------------
@@ -178,7 +175,11 @@ class Lowerer(LoweringContext):
             raise LoweringError(f"{node.op} {node.name!r}: the lowering has no value for this variable")
         if node.name not in self.args:
             raise LoweringError(f"Placeholder {node.name!r} is neither a function argument nor a captured variable")
-        dtype = from_tf(attr_value(node, "dtype"))
+        tf_dtype = tf.dtypes.as_dtype(attr_value(node, "dtype"))
+        if tf_dtype.name not in BY_NAME:
+            raise LoweringError(f"argument {node.name!r} has dtype {tf_dtype.name}, which graph_ir has no GE type "
+                                f"for; it takes {', '.join(BY_NAME)}")
+        dtype = from_tf(tf_dtype.as_datatype_enum)
         shape_proto = node.attr["shape"].shape
         if shape_proto.unknown_rank or any(d.size < 0 for d in shape_proto.dim):
             raise LoweringError(f"argument {node.name!r} has an unknown shape; trace the function with a full "
