@@ -1,0 +1,24 @@
+"""The slicing family's TF -> GE mappings (prototypes: graph_ir/opset/slicing.py), as Ascend's TF adapter maps them
+(hicann/tensorflow tf_adapter, AutoMapping by position): each TF op onto the GE op of the same name, inputs in TF
+order, attributes by name (Split's num_split, Unpack's num and axis, MirrorPad's mode, Cumsum's exclusive and
+reverse, StridedSliceGrad's masks). TF's shape-like inputs (paddings, sizes, axes) arrive as Consts after folding
+(graph_ir/lowering/context.py); one computed in the step is refused by the prototype, naming the node and input."""
+
+from __future__ import annotations
+
+from graph_ir.lowering.ops.common import count, same
+
+_MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
+
+LOWERINGS = {
+    **{t: same(t) for t in ("Pad", "PadV2", "Slice", "InvertPermutation", "GatherNd", "ScatterNd",
+                            "TensorScatterUpdate", "ReverseV2")},
+    "MirrorPad": same("MirrorPad", mode="mode"),
+    "MirrorPadGrad": same("MirrorPadGrad", mode="mode"),
+    "Split": same("Split", num_split="num_split"),
+    "SplitV": same("SplitV", num_split="num_split"),
+    "Unpack": same("Unpack", num="num", axis="axis"),
+    "ConcatOffset": same("ConcatOffset", N=count),
+    "StridedSliceGrad": same("StridedSliceGrad", **_MASKS),
+    "Cumsum": same("Cumsum", exclusive="exclusive", reverse="reverse"),
+}

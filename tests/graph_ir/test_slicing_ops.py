@@ -1,0 +1,323 @@
+"""The slicing and resize families' TF ops (graph_ir/lowering/ops/slicing.py, resize.py), each alone in a
+tf.function: lowered, run in graph_ir.Session and compared with TensorFlow on fresh random inputs with zeros,
+negatives, ties, NaN and -inf, odd sizes, zero-size tensors and limits (MirrorPad's paddings at their largest):
+bitwise, bytes included (these ops move data, and the sums keep TF's order), or within the README's tolerance where
+stated. Then the inputs and graphs TF refuses, or that graph_ir cannot run statically, refused naming the node."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_ir
+from graph_ir.lowering import ops
+from tests.graph_ir.test_family_ops import _floats
+from tests.helpers.train_steps import scaled_difference
+
+
+def _data(rng, *shape):
+    """_floats with NaN and -inf sprinkled in: data movement must carry them bit for bit."""
+    if 0 in shape:
+        return np.zeros(shape, np.float32)
+    x = _floats(rng, *shape)
+    flat = x.reshape(-1)
+    flat[2::9], flat[4::13] = np.nan, -np.inf
+    return x
+
+
+def _ints(rng, high, *shape, low=0):
+    return rng.integers(low, high, shape).astype(np.int32)
+
+
+def _resize(op, size, align=False, half=False):
+    return lambda x: getattr(tf.raw_ops, op)(images=x, size=size, align_corners=align, half_pixel_centers=half)
+
+
+def _resize_grad(op, align=False, half=False, size=None, original=None):
+    if op == "ResizeNearestNeighborGrad":
+        return lambda g: tf.raw_ops.ResizeNearestNeighborGrad(grads=g, size=size, align_corners=align,
+                                                              half_pixel_centers=half)
+    return lambda g, image: tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=image, align_corners=align,
+                                                          half_pixel_centers=half)
+
+
+def _strided_slice_grad(shape, begin, end, strides, **masks):
+    return lambda dy: tf.raw_ops.StridedSliceGrad(shape=shape, begin=begin, end=end, strides=strides, dy=dy, **masks)
+
+
+# name ("TFOp-variant") -> (function of tensors, inputs from rng, tolerance)
+CASES = {
+    "Pad": (lambda x: tf.pad(x, [[1, 2], [0, 3]]), lambda r: [_data(r, 4, 5)], 0),
+    "Pad-zero-size": (lambda x: tf.pad(x, [[1, 0], [2, 1], [0, 0]]), lambda r: [_data(r, 0, 3, 2)], 0),
+    "Pad-int32": (lambda x: tf.pad(x, [[0, 1], [2, 2]]), lambda r: [_ints(r, 9, 3, 4, low=-9)], 0),
+    "PadV2": (lambda x: tf.pad(x, [[2, 0], [1, 1], [0, 2]], constant_values=-1.5), lambda r: [_data(r, 3, 1, 4)], 0),
+    "MirrorPad-reflect-at-limit": (lambda x: tf.pad(x, [[2, 1], [3, 3]], "REFLECT"), lambda r: [_data(r, 3, 4)], 0),
+    "MirrorPad-symmetric-at-limit": (lambda x: tf.pad(x, [[3, 3], [0, 4], [1, 0]], "SYMMETRIC"),
+                                     lambda r: [_data(r, 3, 4, 2)], 0),
+    "MirrorPadGrad-reflect": (lambda g: tf.raw_ops.MirrorPadGrad(input=g, paddings=[[2, 1], [3, 3]], mode="REFLECT"),
+                              lambda r: [_floats(r, 6, 10)], 0),
+    "MirrorPadGrad-symmetric": (lambda g: tf.raw_ops.MirrorPadGrad(input=g, paddings=[[3, 3], [0, 4], [1, 1]],
+                                                                   mode="SYMMETRIC"),
+                                lambda r: [_floats(r, 9, 8, 4)], 0),
+    "Slice": (lambda x: tf.slice(x, [1, 0, 2], [2, -1, 3]), lambda r: [_data(r, 4, 3, 6)], 0),
+    "Slice-empty-at-the-end": (lambda x: tf.slice(x, [4, 1], [0, 2]), lambda r: [_data(r, 4, 3)], 0),
+    "Slice-offsets-computed-in-the-step": (lambda x, b: tf.slice(x, b, [2, 3]),
+                                           lambda r: [_data(r, 4, 6), np.array([2, 3], np.int32)], 0),
+    "Split": (lambda x: tf.split(x, 3, axis=1), lambda r: [_data(r, 2, 6, 3)], 0),
+    "SplitV": (lambda x: tf.split(x, [2, -1, 1], axis=-1), lambda r: [_data(r, 3, 7)], 0),
+    "SplitV-zero-part": (lambda x: tf.split(x, [0, 5], axis=0), lambda r: [_data(r, 5, 2)], 0),
+    "Unpack": (lambda x: tf.unstack(x, axis=1), lambda r: [_data(r, 2, 3, 5)], 0),
+    "ConcatOffset": (lambda x: [tf.cast(o, tf.float32) * x for o in tf.raw_ops.ConcatOffset(
+        concat_dim=tf.constant(-2), shape=[tf.constant([2, 3, 4]), tf.constant([2, 5, 4]), tf.constant([2, 0, 4])])],
+                     lambda r: [_floats(r, 3)], 0),
+    "StridedSliceGrad": (_strided_slice_grad([4, 5, 3], [1, 0, 1], [0, 0, 2], [2, -2, 1], begin_mask=0b010,
+                                             end_mask=0b011, shrink_axis_mask=0b100),
+                         lambda r: [_data(r, 2, 3)], 0),
+    "StridedSliceGrad-ellipsis-new-axis": (_strided_slice_grad([4, 5], [0, 0, 1], [0, 0, 3], [1, 1, 1],
+                                                               ellipsis_mask=0b001, new_axis_mask=0b010),
+                                           lambda r: [_data(r, 4, 1, 2)], 0),
+    "InvertPermutation": (tf.math.invert_permutation, lambda r: [r.permutation(9).astype(np.int32)], 0),
+    "GatherNd": (tf.gather_nd, lambda r: [_data(r, 4, 5, 3), np.array([[1, 2], [3, 0], [1, 2], [0, 4]], np.int32)],
+                 0),
+    "GatherNd-full-index": (tf.gather_nd, lambda r: [_data(r, 3, 4), np.array([[[2, 3]], [[0, 0]]], np.int32)], 0),
+    "GatherNd-empty-index-tuples": (tf.gather_nd, lambda r: [_data(r, 3, 2), np.zeros((2, 0), np.int32)], 0),
+    "GatherNd-no-indices": (tf.gather_nd, lambda r: [_data(r, 3, 4), np.zeros((0, 1), np.int32)], 0),
+    "ScatterNd-repeats-add-in-order": (lambda i, u: tf.scatter_nd(i, u, [5, 3]),
+                                       lambda r: [np.array([[4], [0], [4], [2], [4]], np.int32), _floats(r, 5, 3)],
+                                       0),
+    "TensorScatterUpdate": (tf.tensor_scatter_nd_update,
+                            lambda r: [_data(r, 4, 3), np.array([[2], [0]], np.int32), _data(r, 2, 3)], 0),
+    "TensorScatterUpdate-repeats-last-wins": (tf.tensor_scatter_nd_update,
+                                              lambda r: [_data(r, 4, 3), np.array([[2], [0], [2], [2]], np.int32),
+                                                         _data(r, 4, 3)], 0),
+    "ReverseV2": (lambda x: tf.reverse(x, [0, 2]), lambda r: [_data(r, 3, 4, 5)], 0),
+    "ReverseV2-negative-axis-zero-size": (lambda x: tf.reverse(x, [-1]), lambda r: [_data(r, 0, 3)], 0),
+    "Cumsum": (lambda x: tf.cumsum(x, axis=1), lambda r: [_data(r, 3, 7, 2)], 0),
+    "Cumsum-exclusive-reverse": (lambda x: tf.cumsum(x, axis=0, exclusive=True, reverse=True),
+                                 lambda r: [_floats(r, 9, 4)], 0),
+    "Cumsum-int32-exclusive": (lambda x: tf.cumsum(x, axis=-1, exclusive=True),
+                               lambda r: [_ints(r, 50, 3, 6, low=-50)], 0),
+    "ResizeNearestNeighbor-legacy": (_resize("ResizeNearestNeighbor", [7, 5]), lambda r: [_data(r, 2, 3, 4, 2)], 0),
+    # (4 - 1) / (7 - 1) = 0.5: source coordinates 0.5, 1.5, 2.5, where roundf goes away from zero
+    "ResizeNearestNeighbor-align-corners-ties": (_resize("ResizeNearestNeighbor", [7, 7], align=True),
+                                            lambda r: [_data(r, 2, 3, 4, 2)], 0),
+    "ResizeNearestNeighbor-half-pixel-down": (_resize("ResizeNearestNeighbor", [2, 3], half=True),
+                                              lambda r: [_data(r, 1, 5, 7, 3)], 0),
+    "ResizeNearestNeighborGrad-legacy": (_resize_grad("ResizeNearestNeighborGrad", size=[3, 4]),
+                                         lambda r: [_floats(r, 2, 7, 5, 2)], 0),
+    "ResizeNearestNeighborGrad-align-corners-ties": (
+        _resize_grad("ResizeNearestNeighborGrad", align=True, size=[3, 4]), lambda r: [_floats(r, 2, 7, 7, 3)], 0),
+    "ResizeNearestNeighborGrad-half-pixel": (_resize_grad("ResizeNearestNeighborGrad", half=True, size=[5, 7]),
+                                             lambda r: [_floats(r, 1, 2, 3, 5)], 0),
+    "ResizeBilinear-legacy": (_resize("ResizeBilinear", [7, 5]), lambda r: [_floats(r, 2, 3, 4, 2)], 0),
+    "ResizeBilinear-align-corners-3-channels": (_resize("ResizeBilinear", [7, 9], align=True),
+                                                lambda r: [_floats(r, 2, 3, 4, 3)], 0),
+    "ResizeBilinear-half-pixel-down": (_resize("ResizeBilinear", [2, 3], half=True), lambda r: [_floats(r, 1, 5, 7, 4)],
+                                       0),
+    "ResizeBilinear-half-pixel-nan": (_resize("ResizeBilinear", [6, 8], half=True), lambda r: [_data(r, 2, 3, 4, 3)],
+                                      0),
+    "ResizeBilinear-same-size-copies": (_resize("ResizeBilinear", [3, 4], half=True),
+                                        lambda r: [_data(r, 2, 3, 4, 1)], 0),
+    "ResizeBilinearGrad-legacy": (_resize_grad("ResizeBilinearGrad"),
+                                  lambda r: [_floats(r, 2, 7, 5, 2), _floats(r, 2, 3, 4, 2)], 0),
+    "ResizeBilinearGrad-align-corners": (_resize_grad("ResizeBilinearGrad", align=True),
+                                         lambda r: [_floats(r, 2, 7, 9, 3), _floats(r, 2, 3, 4, 3)], 0),
+    "ResizeBilinearGrad-half-pixel": (_resize_grad("ResizeBilinearGrad", half=True),
+                                      lambda r: [_floats(r, 1, 6, 8, 2), _floats(r, 1, 5, 3, 2)], 0),
+    "SpaceToBatchND": (lambda x: tf.space_to_batch_nd(x, [2, 3], [[1, 0], [2, 1]]), lambda r: [_data(r, 2, 5, 6, 3)], 0),
+    "SpaceToBatchND-1d": (lambda x: tf.space_to_batch_nd(x, [2], [[1, 0]]), lambda r: [_data(r, 3, 7, 4)], 0),
+    "BatchToSpaceND": (lambda x: tf.batch_to_space(x, [2, 3], [[1, 0], [0, 2]]), lambda r: [_data(r, 12, 3, 2, 2)],
+                       0),
+    "DepthToSpace": (lambda x: tf.nn.depth_to_space(x, 2), lambda r: [_data(r, 2, 3, 1, 8)], 0),
+    "SpaceToDepth": (lambda x: tf.nn.space_to_depth(x, 2), lambda r: [_data(r, 2, 4, 6, 3)], 0),
+}
+
+
+def lower_and_run(fn, inputs):
+    """(graph_ir's outputs, TF's outputs, the graph) of fn on inputs."""
+    step = tf.function(fn)
+    graph = graph_ir.from_tensorflow(step, *[tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in inputs])
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    got = session.run_graph(0, list(inputs))
+    want = [t.numpy() for t in tf.nest.flatten(step(*inputs))]
+    return got, want, graph
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_lowered_op_runs_like_tensorflow(name):
+    fn, make_inputs, tolerance = CASES[name]
+    got, want, graph = lower_and_run(fn, make_inputs(np.random.default_rng(zlib.crc32(name.encode()))))
+    ge_type = ops.LOWERINGS[name.split("-")[0]].ge_type
+    assert ge_type in {n.type for n in graph.nodes.values()} or name == "ConcatOffset"  # (folded: Const inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        if tolerance == 0:
+            assert g.tobytes() == w.tobytes(), (g, w)
+        else:
+            assert scaled_difference(g, w) <= tolerance, scaled_difference(g, w)
+
+
+def _halves(rng, *shape):
+    return (_floats(rng, *shape) * 8).astype(np.float16)
+
+
+# Other dtypes, bitwise too: float16 sums round at each step in both (Eigen's half, NumPy's float16), the resizes
+# read every dtype as float32, and the long scans accumulate one element after the other.
+DTYPE_CASES = {
+    "Cumsum-float16": (lambda x: tf.cumsum(x, axis=0), lambda r: [_halves(r, 40, 3)]),
+    "Cumsum-float64-reverse": (lambda x: tf.cumsum(x, axis=1, reverse=True),
+                               lambda r: [_floats(r, 3, 40).astype(np.float64)]),
+    "Cumsum-long-scan": (lambda x: tf.cumsum(x, axis=0), lambda r: [_floats(r, 3000, 3)]),
+    "ResizeBilinear-uint8": (_resize("ResizeBilinear", [7, 5], half=True),
+                             lambda r: [r.integers(0, 256, (2, 3, 4, 3)).astype(np.uint8)]),
+    "ResizeBilinear-float16": (_resize("ResizeBilinear", [7, 5]), lambda r: [_halves(r, 2, 3, 4, 2)]),
+    "ResizeBilinear-float64": (_resize("ResizeBilinear", [7, 5], align=True),
+                               lambda r: [_floats(r, 2, 3, 4, 2).astype(np.float64)]),
+    "ResizeNearestNeighbor-int32": (_resize("ResizeNearestNeighbor", [7, 5], half=True),
+                                    lambda r: [_ints(r, 9, 2, 3, 4, 2, low=-9)]),
+    "ResizeNearestNeighborGrad-float16-wide": (_resize_grad("ResizeNearestNeighborGrad", size=[3, 4]),
+                                               lambda r: [_halves(r, 2, 7, 9, 17)]),
+    "MirrorPadGrad-float16": (lambda g: tf.raw_ops.MirrorPadGrad(input=g, paddings=[[2, 1], [3, 3]], mode="REFLECT"),
+                              lambda r: [_halves(r, 6, 10)]),
+    "ScatterNd-float16-repeats": (lambda i, u: tf.scatter_nd(i, u, [3, 2]),
+                                  lambda r: [np.array([[1], [1], [1], [0]], np.int32), _halves(r, 4, 2)]),
+    "ReverseV2-bool": (lambda x: tf.reverse(x, [0]), lambda r: [r.integers(0, 2, 7).astype(bool)]),
+    "Split-bool": (lambda x: tf.split(x, 2), lambda r: [r.integers(0, 2, 8).astype(bool)]),
+    "GatherNd-int64-indices": (tf.gather_nd, lambda r: [_data(r, 3, 4), np.array([[2, 1], [0, 3]], np.int64)]),
+}
+
+
+@pytest.mark.parametrize("name", list(DTYPE_CASES))
+def test_other_dtypes_run_like_tensorflow_bitwise(name):
+    fn, make_inputs = DTYPE_CASES[name]
+    got, want, _ = lower_and_run(fn, make_inputs(np.random.default_rng(zlib.crc32(name.encode()))))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes(), (g, w)
+
+
+@pytest.mark.parametrize("fn, specs, message", [
+    (lambda x: tf.pad(x, [[1, 1]]), [((2,), tf.bool)], r"Pad 'Pad'.*input 'x' has dtype bool"),
+    (lambda g, i: tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=i),
+     [((1, 4, 4, 2), tf.float32), ((1, 2, 2, 2), tf.float64)],
+     r"ResizeBilinearV2Grad 'ResizeBilinearGrad'.*'original_image' has dtype float64"),
+])
+def test_dtypes_the_ge_ops_do_not_declare_are_refused(fn, specs, message):
+    """GE's Pad takes BasicType (no bool); ResizeBilinearV2Grad's output is float32 only, so TF's float64 gradient
+    (of a float64 image) has no GE counterpart."""
+    with pytest.raises(graph_ir.LoweringError, match=message):
+        graph_ir.from_tensorflow(tf.function(fn), *[tf.TensorSpec(s, d) for s, d in specs])
+
+
+def test_every_lowering_of_the_two_families_is_tested():
+    from graph_ir.lowering.ops import resize, slicing
+
+    assert set(slicing.LOWERINGS) | set(resize.LOWERINGS) == {name.split("-")[0] for name in CASES}
+
+
+def _i32(value):
+    return graph_ir.Const(np.array(value, np.int32))
+
+
+# name -> (x's shape, what TF runs eagerly, the same GE node built on x, the refusal graph_ir gives)
+BAD_NODES = {
+    "negative padding": ((4, 3), lambda x: tf.pad(x, [[-1, 0], [0, 0]]),
+                         lambda x: graph_ir.ops.Pad(x, _i32([[-1, 0], [0, 0]]), name="pad"),
+                         r"Pad 'pad': paddings must be >= 0 .*\[\(-1, 0\), \(0, 0\)\]"),
+    "REFLECT padding of a whole dim": ((4, 3), lambda x: tf.pad(x, [[4, 0], [0, 0]], "REFLECT"),
+                                       lambda x: graph_ir.ops.MirrorPad(x, _i32([[4, 0], [0, 0]]), mode="REFLECT",
+                                                                        name="mp"),
+                                       r"MirrorPad 'mp': paddings\[0\] = \[4, 0\] must be <= 3 in REFLECT mode"),
+    "SYMMETRIC padding beyond a dim": ((4, 3), lambda x: tf.pad(x, [[0, 0], [0, 4]], "SYMMETRIC"),
+                                       lambda x: graph_ir.ops.MirrorPad(x, _i32([[0, 0], [0, 4]]), mode="SYMMETRIC",
+                                                                        name="mp"),
+                                       r"MirrorPad 'mp': paddings\[1\] = \[0, 4\] must be <= 3 in SYMMETRIC mode"),
+    "slice past the end": ((4, 3), lambda x: tf.slice(x, [1, 1], [4, 1]),
+                           lambda x: graph_ir.ops.Slice(x, _i32([1, 1]), _i32([4, 1]), name="s"),
+                           r"Slice 's': offsets\[0\] = 1 and size\[0\] = 4 do not fit dim 0 of x, which is 4"),
+    "uneven split": ((4, 3), lambda x: tf.split(x, 2, axis=1),
+                     lambda x: graph_ir.ops.Split(_i32(1), x, num_split=2, name="split"),
+                     r"Split 'split': dim 1 of x \(3\) does not split into num_split 2"),
+    "split sizes not adding up": ((4, 3), lambda x: tf.split(x, [1, 1], axis=0),
+                                  lambda x: graph_ir.ops.SplitV(x, _i32([1, 1]), _i32(0), num_split=2, name="split"),
+                                  r"SplitV 'split': size_splits \[1, 1\] must be .* adding up to 4"),
+    "axis twice": ((4, 3), lambda x: tf.reverse(x, [1, -1]),
+                   lambda x: graph_ir.ops.ReverseV2(x, _i32([1, -1]), name="rev"),
+                   r"ReverseV2 'rev': axis \[1, -1\] names an axis twice"),
+    "align_corners with half_pixel_centers": (
+        (1, 3, 4, 2), lambda x: tf.raw_ops.ResizeBilinear(images=x, size=[6, 8], align_corners=True,
+                                                          half_pixel_centers=True),
+        lambda x: graph_ir.ops.ResizeBilinearV2(x, _i32([6, 8]), align_corners=True, half_pixel_centers=True,
+                                                name="rb"),
+        r"ResizeBilinearV2 'rb': half_pixel_centers requires align_corners false"),
+    "crops larger than the space": ((8, 2, 3, 1), lambda x: tf.batch_to_space(x, [2, 2], [[3, 2], [0, 0]]),
+                                    lambda x: graph_ir.ops.BatchToSpaceND(x, _i32([2, 2]), _i32([[3, 2], [0, 0]]),
+                                                                          name="b2s"),
+                                    r"BatchToSpaceND 'b2s': crops\[0\] = \[3, 2\] must be >= 0 and crop at most 4"),
+    "space not a multiple of the block": (
+        (1, 5, 4, 1), lambda x: tf.space_to_batch_nd(x, [2, 2], [[0, 0], [0, 0]]),
+        lambda x: graph_ir.ops.SpaceToBatchND(x, _i32([2, 2]), _i32([[0, 0], [0, 0]]), name="s2b"),
+        r"SpaceToBatchND 's2b': paddings\[0\] = \[0, 0\] must be >= 0 and make dim 1 of x \(5\) a multiple"),
+    "depth not a multiple of block_size^2": ((1, 2, 2, 6), lambda x: tf.nn.depth_to_space(x, 2),
+                                             lambda x: graph_ir.ops.DepthToSpace(x, block_size=2, name="d2s"),
+                                             r"DepthToSpace 'd2s': the channels of x \(6\) are not a multiple"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_NODES))
+def test_what_tensorflow_refuses_graph_ir_refuses_naming_the_node_and_field(name):
+    shape, tf_call, build, message = BAD_NODES[name]
+    x = np.ones(shape, np.float32)
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        tf_call(x)
+    graph = graph_ir.Graph("bad")
+    with graph, pytest.raises(graph_ir.GraphError, match=message):
+        build(graph_ir.Data(0, "float32", shape))
+
+
+@pytest.mark.parametrize("fn, specs, message", [
+    (lambda x, p: tf.pad(x, p), [((4, 3), tf.float32), ((2, 2), tf.int32)],
+     r"Pad 'Pad'.*input 'paddings' must come from a Const"),
+    (lambda x, p: tf.pad(x, p, "SYMMETRIC"), [((4, 3), tf.float32), ((2, 2), tf.int32)],
+     r"MirrorPad 'MirrorPad'.*input 'paddings' must come from a Const"),
+    (lambda x, s: tf.split(x, s, axis=0), [((4, 3), tf.float32), ((2,), tf.int32)],
+     r"SplitV 'split'.*input 'size_splits' must come from a Const"),
+    (lambda x, s: tf.slice(x, [0, 0], s), [((4, 3), tf.float32), ((2,), tf.int32)],
+     r"Slice 'Slice'.*input 'size' must come from a Const"),
+    (lambda x, b: tf.slice(x, b, [2, -1]), [((4, 3), tf.float32), ((2,), tf.int32)],
+     r"Slice 'Slice'.*input 'offsets' must come from a Const"),
+    (lambda x, s: tf.image.resize(x, s, "bilinear"), [((1, 4, 4, 2), tf.float32), ((2,), tf.int32)],
+     r"ResizeBilinearV2 .*input 'size' must come from a Const"),
+    (lambda x, a: tf.reverse(x, a), [((4, 3), tf.float32), ((1,), tf.int32)],
+     r"ReverseV2 'ReverseV2'.*input 'axis' must come from a Const"),
+    (lambda x: tf.nn.depth_to_space(x, 2, data_format="NCHW"), [((1, 8, 2, 2), tf.float32)],
+     r"DepthToSpace 'DepthToSpace'.*NHWC .*got data_format 'NCHW'"),
+])
+def test_shapes_computed_in_the_step_are_refused_naming_the_node_and_input(fn, specs, message):
+    with pytest.raises(graph_ir.LoweringError, match=message):
+        graph_ir.from_tensorflow(tf.function(fn), *[tf.TensorSpec(s, d) for s, d in specs])
+
+
+@pytest.mark.parametrize("fn, inputs, message", [
+    (tf.gather_nd, [np.ones((3, 4), np.float32), np.array([[1, 4]], np.int32)],
+     r"GatherNd 'GatherNd': indices\[0\] = \[1, 4\] does not index into x of shape \[3, 4\]"),
+    (tf.gather_nd, [np.ones((0, 4), np.float32), np.array([[0]], np.int32)], r"GatherNd 'GatherNd': "),
+    (lambda i, u: tf.scatter_nd(i, u, [3]), [np.array([[0], [-1]], np.int32), np.ones(2, np.float32)],
+     r"ScatterNd 'ScatterNd': indices\[1\] = \[-1\] does not index into shape of shape \[3\]"),
+    (lambda x, b: tf.slice(x, b, [2, 2]), [np.ones((4, 3), np.float32), np.array([1, 2], np.int32)],
+     r"Slice 'Slice': offsets\[1\] = 2 and size\[1\] = 2 do not fit dim 1 of x, which is 3"),
+    (tf.math.invert_permutation, [np.array([0, 2, 2], np.int32)],
+     r"InvertPermutation 'InvertPermutation': x \[0, 2, 2\] is not a permutation of 0..2"),
+])
+def test_bad_indices_fed_at_run_time_are_errors_as_in_tensorflow(fn, inputs, message):
+    step = tf.function(fn)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        step(*inputs)
+    session = graph_ir.Session()
+    session.add_graph(0, graph_ir.from_tensorflow(step, *[tf.TensorSpec(x.shape, x.dtype) for x in inputs]))
+    with pytest.raises(graph_ir.GraphError, match=message):
+        session.run_graph(0, inputs)
