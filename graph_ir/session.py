@@ -11,22 +11,27 @@
 - run_graph returns copies of the NetOutput values, so later runs cannot change what it returned. Outputs that are
   the same tensor (or views of one buffer) are returned as one array (or views of one copy).
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
-  new arrays, returned copies) and refuses a graph above the session's bound (max_run_bytes, by default 256 MiB
-  plus 4 times the graph's own data: its Consts, Variables and Data inputs).
+  new arrays, returned copies, and at each node its executor's working memory: graph_ir.executors.WORKSPACE) and
+  refuses a graph above the session's bound (max_run_bytes, by default 256 MiB plus 4 times the graph's own data:
+  its Consts, Variables and Data inputs), naming the node where the run would hold the most.
+- Control flow (If, Case, While; graph_ir/executors/control.py): add_graph plans every subgraph too; a functional
+  node runs its subgraphs through _run, its working memory is its subgraphs' largest peak (plus the loop state for
+  a While), and a While runs at most max_loop_iterations bodies (by default 10**6).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from graph_ir.dtypes import as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.executors import ALIASING, EXECUTORS, SNAPSHOTS
+from graph_ir.executors import ALIASING, EXECUTORS, SNAPSHOTS, WORKSPACE
+from graph_ir.executors import control as control_flow
 from graph_ir.graph import Graph
 from graph_ir.nodes import Node
 from graph_ir.registry import WRITABLE_SOURCES
@@ -45,11 +50,14 @@ class _Plan:
     snapshot: set[tuple[str, int]]  # snapshot outputs (Identity, IdentityN) that must copy their source
     drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
     peak_bytes: int
+    subplans: dict[str, control_flow.Subplan] = field(default_factory=dict)  # every subgraph's, shared
 
 
-def _plan(graph: Graph, limit: int | None) -> _Plan:
+def _plan(graph: Graph, limit: int | None, subplans: dict[str, control_flow.Subplan] | None = None) -> _Plan:
     """The run order, which Identities copy, when values die, and the peak memory of a run (checked against the
     bound)."""
+    if subplans is None:  # the root graph: its subgraphs first (a subgraph's own bound is its root's)
+        subplans = control_flow.plan_subgraphs(graph, lambda sub, plans: _plan(sub, 2**63, plans))
     order = graph.topological_order()
     fed_nodes = [n for n in order if n.type in ("Data", "RefData")]
     fed: dict[int, str] = {}
@@ -65,10 +73,13 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
     snapshot, last_use = set(), {}
     graph_bytes = 0
     for node in order:
-        if node.type not in EXECUTORS and node.type not in _SOURCES:
+        if node.type not in EXECUTORS and node.type not in _SOURCES and node.type not in control_flow.FUNCTIONAL:
             raise GraphError(f"the session cannot execute {node.type} (node {node.name!r})")
         for k, desc in enumerate(node.output_descs):
             key = (node.name, k)
+            if any(d < 0 for d in desc.shape):
+                raise GraphError(f"{node.type} {node.name!r}: output {k} has shape {list(desc.shape)}; a run needs "
+                                 f"dims >= 0")
             if node.type in WRITABLE_SOURCES or node.type == "Const":
                 storage[key] = key
                 graph_bytes += desc.nbytes
@@ -104,17 +115,30 @@ def _plan(graph: Graph, limit: int | None) -> _Plan:
     for buf, size in sizes.items():
         freed_at[buffer_death[buf]] = freed_at.get(buffer_death[buf], 0) + size
     live = peak = 0
+    peak_at = (None, 0, 0)  # the node where the peak falls, its outputs and its working memory
     for k, node in enumerate(order):
-        live += sum(sizes.get((node.name, j), 0) for j in range(len(node.output_descs)))
+        made = sum(sizes.get((node.name, j), 0) for j in range(len(node.output_descs)))
         if node.type == "NetOutput":  # the returned copies, one per distinct buffer
-            live += sum(_nbytes(graph, b) for b in {storage[(h.node.name, h.index)] for h in node.inputs})
-        peak = max(peak, live)
+            made += sum(_nbytes(graph, b) for b in {storage[(h.node.name, h.index)] for h in node.inputs})
+        work = control_flow.workspace(node, subplans) if node.subgraph_graphs else _workspace(node)
+        live += made
+        if live + work > peak:
+            peak, peak_at = live + work, (node, made, work)
         live -= freed_at.get(k, 0)
     bound = limit if limit is not None else BASE_RUN_BYTES + GRAPH_DATA_FACTOR * graph_bytes
     if peak > bound:
+        node, made, work = peak_at
         raise GraphError(f"graph {graph.name!r}: a run would hold {peak} bytes, above this session's bound of {bound} "
-                         f"bytes; pass graph_ir.Session(max_run_bytes=...) to allow more")
-    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak)
+                         f"bytes, at node {node.name!r} ({node.type}: {made} bytes of outputs and {work} bytes of "
+                         f"working memory, beside {peak - made - work} bytes of live values); pass "
+                         f"graph_ir.Session(max_run_bytes=...) to allow more")
+    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak, subplans)
+
+
+def _workspace(node: Node) -> int:
+    """The working memory node's executor holds while it runs (graph_ir.executors.WORKSPACE; 0 if not listed)."""
+    rule = WORKSPACE.get(node.type)
+    return 0 if rule is None else max(int(rule(node)), 0)
 
 
 def _nbytes(graph: Graph, key: tuple[str, int]) -> int:
@@ -128,9 +152,12 @@ class Session:
     the graph's own data.
     """
 
-    def __init__(self, *, max_run_bytes: int | None = None):
+    def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6):
         if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
             raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
+        if not is_int(max_loop_iterations) or max_loop_iterations < 0:
+            raise TypeError(f"max_loop_iterations must be an int >= 0, got {max_loop_iterations!r}")
+        self.max_loop_iterations = int(max_loop_iterations)  # the most bodies one While runs per execution
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
@@ -141,13 +168,16 @@ class Session:
         _check_graph_id(graph_id)
         if not isinstance(graph, Graph):
             raise TypeError(f"add_graph: graph must be a graph_ir.Graph, got {type(graph).__name__}")
+        if graph.parent_node is not None:
+            raise GraphError(f"add_graph: graph {graph.name!r} is a subgraph of node {graph.parent_node.name!r}; add "
+                             f"its root graph {graph.root.name!r}")
         graph.verify()
         plan = _plan(graph, self._max_run_bytes)
         with self._lock:
             if graph_id in self._plans:
                 raise ValueError(f"graph id {graph_id} is already added; remove_graph({graph_id}) first")
             new = {}
-            for node in graph.nodes_of_type("Variable"):
+            for node in (n for g in (graph, *graph.subgraphs.values()) for n in g.nodes_of_type("Variable")):
                 value = node.attrs["value"]
                 held = self._variables.get(node.name, new.get(node.name))
                 if held is None:
@@ -173,7 +203,11 @@ class Session:
             index, desc = node.attrs["index"], node.output_descs[0]
             value = inputs[index]
             name = f"input {index} ({node.name}{', RefData' if node.type == 'RefData' else ''})"
-            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            try:
+                array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            except (ValueError, TypeError) as e:  # a ragged nested list, or objects NumPy cannot hold
+                kind = TypeError if isinstance(e, TypeError) else ValueError
+                raise kind(f"{name} is not an array of one shape and dtype: {e}") from None
             try:
                 dtype_name = as_dtype(array.dtype).name
             except TypeError:
@@ -208,7 +242,7 @@ class Session:
             feeds = self._feeds(plan, inputs)
             return self._run(plan, feeds)
 
-    def _run(self, plan: _Plan, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def _run(self, plan: _Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:
         values: dict[tuple[str, int], np.ndarray] = {}
         outputs: list[np.ndarray] = []
         for k, node in enumerate(plan.order):
@@ -219,11 +253,13 @@ class Session:
             elif node.type == "Const":
                 results = [node.attrs["value"]]
             elif node.type == "NetOutput":
-                outputs = _copy_outputs([values[(h.node.name, h.index)] for h in node.inputs])
+                outputs = [values[(h.node.name, h.index)] for h in node.inputs]
+                outputs = _copy_outputs(outputs) if copy_outputs else outputs
                 results = []
             else:
                 args = [values[(h.node.name, h.index)] for h in node.inputs if h is not None]
-                results = EXECUTORS[node.type](node, args)
+                results = (control_flow.execute(self, plan.subplans, node, args) if node.subgraph_graphs
+                           else EXECUTORS[node.type](node, args))
                 results = [np.array(r, copy=True) if (node.name, j) in plan.snapshot else r
                            for j, r in enumerate(results)]
             for j, r in enumerate(results):

@@ -1,5 +1,5 @@
-"""The conv family's GE prototypes (CANN ops-nn REG_OPs, declared in third_party/cann/ge_reg_ops.txt): Conv2D and its two
-gradients, MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad, in NHWC with HWIO filters (what TF's CPU kernels take).
+"""The conv family's GE prototypes (CANN ops-nn REG_OPs, declared in third_party/cann/ge_reg_ops.txt): Conv2D and its
+two gradients, MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad, in NHWC with HWIO filters (what TF's CPU kernels take).
 Executors: graph_ir/executors/conv.py; TF mappings: graph_ir/lowering/ops/conv.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
 from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_dims
+from graph_ir.verify import check_shape, const_dims
 
 CONV = ("float16", "float32", "bfloat16")
 GRAD = ("float16", "float32", "float64")
@@ -36,6 +36,9 @@ def conv_geometry(op: IrOp, node: str, attrs, x_shape, f_shape) -> tuple[int, in
     if attrs["groups"] != 1 or x_shape[3] != f_shape[2]:
         raise GraphError(f"{op.type} {node!r}: x has {x_shape[3]} channels and the filter {f_shape[2]} inputs "
                          f"(groups {attrs['groups']}); graph_ir supports groups 1 with matching channels")
+    if min(f_shape[:2]) < 1:
+        raise GraphError(f"{op.type} {node!r}: the filter's window is {f_shape[0]}x{f_shape[1]} taps; it needs at "
+                         f"least one tap along each axis")
     out = []
     for size, k, s, d, before, after in ((x_shape[1], f_shape[0], sh, dh, pads[0], pads[1]),
                                          (x_shape[2], f_shape[1], sw, dw, pads[2], pads[3])):
@@ -49,15 +52,22 @@ def conv_geometry(op: IrOp, node: str, attrs, x_shape, f_shape) -> tuple[int, in
 def _conv2d(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, f = inputs[0], inputs[1]
     _nhwc(op, node, attrs, x.shape)
-    if len(f.shape) != 4:
-        raise GraphError(f"Conv2D {node!r}: filter must be [kh, kw, in, out], got {list(f.shape)}")
+    if len(f.shape) != 4 or 0 in f.shape:  # TF's Conv2D refuses an empty filter too (conv_ops.cc)
+        raise GraphError(f"Conv2D {node!r}: filter must be [kh, kw, in, out] with no zero dim, got {list(f.shape)}")
     ho, wo = conv_geometry(op, node, attrs, x.shape, f.shape)
+    bias, offset_w = inputs[2] if len(inputs) > 2 else None, inputs[3] if len(inputs) > 3 else None
+    if bias is not None and bias.shape != (f.shape[3],):  # CANN's Conv2D: bias is 1-D [C_out]
+        raise GraphError(f"Conv2D {node!r}: input 'bias' must have shape [{f.shape[3]}] (the filter's outputs), got "
+                         f"{list(bias.shape)}")
+    if offset_w is not None:
+        raise GraphError(f"Conv2D {node!r}: input 'offset_w' (an int8 quantization offset) is given, but graph_ir "
+                         f"runs float convolutions only")
     return [TensorDesc("y", x.dtype, (x.shape[0], ho, wo, f.shape[3]))]
 
 
 def _conv2d_backprop_filter(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, dy = inputs[0], inputs[2]
-    f_shape = tuple(const_dims(op, node, inputs[1], "filter_size"))
+    f_shape = check_shape(node, "filter_size", const_dims(op, node, inputs[1], "filter_size"))
     _nhwc(op, node, attrs, x.shape)
     if len(f_shape) != 4 or dy.shape != (x.shape[0], *conv_geometry(op, node, attrs, x.shape, f_shape), f_shape[3]):
         raise GraphError(f"{op.type} {node!r}: out_backprop {list(dy.shape)} does not fit x {list(x.shape)} and "
@@ -67,7 +77,7 @@ def _conv2d_backprop_filter(op: IrOp, node: str, inputs, attrs) -> list[TensorDe
 
 def _conv2d_backprop_input(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     f, dy = inputs[1], inputs[2]
-    x_shape = tuple(const_dims(op, node, inputs[0], "input_size"))
+    x_shape = check_shape(node, "input_size", const_dims(op, node, inputs[0], "input_size"))
     _nhwc(op, node, attrs, x_shape, "input_size")
     if len(f.shape) != 4 or dy.shape != (x_shape[0], *conv_geometry(op, node, attrs, x_shape, f.shape), f.shape[3]):
         raise GraphError(f"{op.type} {node!r}: out_backprop {list(dy.shape)} does not fit input_size "
@@ -82,7 +92,8 @@ register(IrOp("Conv2D", (IrInput("x", CONV), IrInput("filter", CONV), IrInput("b
                                                                                 optional=True),
                          IrInput("offset_w", ("int8",), optional=True)), (IrOutput("y", CONV),),
               (*_CONV_ATTRS, IrAttr("offset_x", "int", 0)), outputs_from="infer", infer=_conv2d,
-              same_dtype=("x", "filter"), doc="y = the 2-D convolution (cross-correlation) of x by filter (HWIO)."))
+              same_dtype=("x", "filter"),
+              doc="y = the 2-D convolution (cross-correlation) of x by filter (HWIO), plus bias [Cout] if given."))
 register(IrOp("Conv2DBackpropFilter", (IrInput("x", GRAD), IrInput("filter_size", ("int32",)),
                                        IrInput("out_backprop", GRAD)), (IrOutput("y", GRAD),), _CONV_ATTRS,
               outputs_from="infer", infer=_conv2d_backprop_filter, same_dtype=("x", "out_backprop"),
@@ -137,7 +148,8 @@ def _max_pool_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 
 def _avg_pool_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    shape, grad = tuple(const_dims(op, node, inputs[0], "orig_input_shape")), inputs[1]
+    shape = check_shape(node, "orig_input_shape", const_dims(op, node, inputs[0], "orig_input_shape"))
+    grad = inputs[1]
     ho, wo, _ = pool_geometry(op, node, attrs, shape)
     if grad.shape != (shape[0], ho, wo, shape[3]):
         raise GraphError(f"AvgPoolGrad {node!r}: input_grad {list(grad.shape)} is not the pooled shape of "
