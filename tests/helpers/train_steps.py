@@ -67,7 +67,8 @@ def batches(seed: int, x_spec: tf.TensorSpec, y_spec: tf.TensorSpec, x_high: int
         values = rng.standard_normal(spec.shape).astype(spec.dtype.as_numpy_dtype)
         flat = values.reshape(-1)
         flat[::7] = 0  # zeros and ties
-        flat[1::11] = flat[2::11][:flat[1::11].size] if flat.size > 2 else flat[1::11]
+        ties = flat[2::11]
+        flat[1::11][:ties.size] = ties  # flat[1::11] may hold one more element
         return values
 
     return lambda k: (draw(x_spec, x_high), draw(y_spec, y_high))
