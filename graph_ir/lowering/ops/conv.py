@@ -5,6 +5,7 @@ and its gradients onto the GE ops of the same names, TF's padding ("SAME", "VALI
 from __future__ import annotations
 
 from graph_ir.errors import LoweringError
+from graph_ir.lowering.ops.activation import bfloat16_in_float32, in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
 from graph_ir.opset.conv import same_padding
 
@@ -63,7 +64,10 @@ _POOL = {"ksize": "ksize", "strides": "strides", "padding": "padding", "data_for
 
 LOWERINGS = {
     "Conv2D": _conv2d,
-    "Conv2DBackpropFilter": _conv2d_backprop_filter,
-    "Conv2DBackpropInput": _conv2d_backprop_input,
-    **{t: same(t, **_POOL) for t in ("MaxPool", "AvgPool", "MaxPoolGrad", "AvgPoolGrad")},
+    # their REG_OPs declare no bfloat16: float32 sums rounded once to bfloat16, as TF's bfloat16 kernels accumulate
+    "Conv2DBackpropFilter": bfloat16_in_float32(_conv2d_backprop_filter),
+    "Conv2DBackpropInput": bfloat16_in_float32(_conv2d_backprop_input),
+    **{t: same(t, **_POOL) for t in ("AvgPool", "AvgPoolGrad")},
+    # GE's max pools declare no bfloat16; a max and the routing of gradients to it are exact in float32
+    **{t: in_float32(t, **_POOL) for t in ("MaxPool", "MaxPoolGrad")},
 }
