@@ -3,12 +3,14 @@ which read only their inputs' static shapes (so the lowering folds them into Con
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype
 from graph_ir.nodes import Node
-from graph_ir.opset.array import broadcast_gradient_args, strided_slice_index, transpose_perm
+from graph_ir.opset.array import broadcast_gradient_args, gather_dims, strided_slice_index, transpose_perm
 from graph_ir.opset.ranges import range_values
 
 
@@ -44,13 +46,22 @@ def _concat(node: Node, args) -> list[np.ndarray]:
 
 
 def _gather(node: Node, args) -> list[np.ndarray]:
-    x, indices, axis = args[0], args[1], _one_value(node, args[2], "axis") % args[0].ndim
+    x, indices = args[0], args[1]
+    axis, batch = gather_dims(node.op, node.name, x.shape, indices.shape, _one_value(node, args[2], "axis"),
+                              node.attrs["batch_dims"])
     size = x.shape[axis]
     bad = (indices < 0) | (indices >= size)
     if bad.any():  # TF's CPU kernel refuses them too
         raise GraphError(f"GatherV2 {node.name!r}: indices[{int(np.argmax(bad.reshape(-1)))}] = "
                          f"{int(indices.reshape(-1)[np.argmax(bad.reshape(-1))])} is not in [0, {size})")
-    return [np.take(x, indices, axis=axis)]
+    if batch == 0:
+        return [np.take(x, indices, axis=axis)]
+    # batch b reads its own slices: x [B, pre, size, post] at indices [B, I] -> [B, pre, I, post]
+    count, pre, post = math.prod(x.shape[:batch]), math.prod(x.shape[batch:axis]), math.prod(x.shape[axis + 1:])
+    rows = x.reshape(count, pre, size, post)
+    picks = indices.reshape(count, 1, math.prod(indices.shape[batch:]))
+    y = rows[np.arange(count)[:, None, None], np.arange(pre)[None, :, None], picks]
+    return [y.reshape(node.output_descs[0].shape)]
 
 
 def _strided_slice(node: Node, args) -> list[np.ndarray]:

@@ -36,6 +36,7 @@ class LoweringContext:
         self.lowered: dict[str, Node | list[Handle] | None] = {}
         self.current: Any = None  # the NodeDef being lowered
         self.current_controls: list[Node] = []
+        self._readers: dict[str, list[Any]] | None = None  # TF node name -> the TF nodes reading it (sole_reader)
 
     def handle(self, tensor: str) -> Handle:
         """The GE handle of TF tensor "name:k"."""
@@ -46,6 +47,33 @@ class LoweringContext:
         if index >= len(outputs):
             raise LoweringError(f"tensor {tensor!r} has no GE counterpart (node {name!r}, {self.nodes[name].op})")
         return outputs[index]
+
+    def sole_reader(self, name: str) -> Any:
+        """The one TF node reading TF node `name` (NodeDef), or None when several (or none) do, one reads it as a
+        control input, or the step returns it: for a lowering that fuses a node into its reader."""
+        if self._readers is None:
+            self._readers = {}
+            for node in self.nodes.values():
+                for tensor in node.input:
+                    self._readers.setdefault(parse_tensor(tensor)[0], []).append(node)
+        readers = self._readers.get(name, [])
+        returned = name in {parse_tensor(t)[0] for t in getattr(self, "outputs", ())}
+        if len(readers) != 1 or returned or f"^{name}" in readers[0].input:
+            return None
+        return readers[0]
+
+    def handle_now(self, tensor: str) -> Handle:
+        """The GE handle of TF tensor "name:k", lowering its node (after what it depends on) now if the walk has not
+        reached it: for a lowering that takes in an input of its reader (the conv family fusing a BiasAdd)."""
+        name = parse_tensor(tensor)[0]
+        if name not in self.lowered:
+            current, controls = self.current, self.current_controls
+            self._lower_from(name)  # graph_ir/lowering/lowerer.py's walk
+            self.current, self.current_controls = current, controls
+        return self.handle(tensor)
+
+    def _lower_from(self, root: str) -> None:
+        raise NotImplementedError
 
     def nodes_of(self, name: str) -> list[Node]:
         """The GE nodes that stand for TF node `name` (for control edges)."""

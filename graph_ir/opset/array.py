@@ -166,12 +166,24 @@ def _pack(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", first.dtype, (*first.shape[:axis], len(inputs), *first.shape[axis:]))]
 
 
+def gather_dims(op: IrOp, node: str, x_shape, indices_shape, axis: int, batch_dims: int) -> tuple[int, int]:
+    """(axis, batch_dims) made non-negative as TF's GatherV2 does (tensorflow/core/kernels/gather_op.cc: a negative
+    batch_dims counts from indices' rank); the first batch_dims axes of x and indices are batch axes gathered
+    pairwise, so they must agree, and axis must not be one of them."""
+    axis = _axis(op, node, axis, len(x_shape))
+    batch = batch_dims + len(indices_shape) if batch_dims < 0 else batch_dims
+    if not 0 <= batch <= min(axis, len(indices_shape)) or tuple(x_shape[:batch]) != tuple(indices_shape[:batch]):
+        raise GraphError(f"{op.type} {node!r}: batch_dims {batch_dims} for x {list(x_shape)}, indices "
+                         f"{list(indices_shape)} and axis {axis}; expected 0 <= batch_dims <= axis and <= indices' "
+                         f"rank (negative: from indices' rank), with x and indices agreeing on those leading axes")
+    return axis, batch
+
+
 def _gather(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x, indices = inputs[0], inputs[1]
-    if attrs["batch_dims"] != 0:
-        raise GraphError(f"GatherV2 {node!r}: graph_ir supports batch_dims 0, got {attrs['batch_dims']}")
-    axis = _axis(op, node, int(const_scalar(op, node, inputs[2], "axis")), len(x.shape))
-    return [TensorDesc("y", x.dtype, (*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]))]
+    axis, batch = gather_dims(op, node, x.shape, indices.shape, int(const_scalar(op, node, inputs[2], "axis")),
+                              attrs["batch_dims"])
+    return [TensorDesc("y", x.dtype, (*x.shape[:axis], *indices.shape[batch:], *x.shape[axis + 1:]))]
 
 
 def strided_slice_index(op: IrOp, node: str, rank: int, begin, end, strides, attrs) -> tuple:
@@ -240,7 +252,8 @@ for _op in (
     IrOp("GatherV2", (IrInput("x", BASIC), IrInput("indices", INDICES), _AXIS_INPUT), (IrOutput("y", BASIC),),
          (IrAttr("batch_dims", "int", 0), IrAttr("is_preprocessed", "bool", False),
           IrAttr("negative_index_support", "bool", False)), outputs_from="infer", infer=_gather,
-         doc="y = the slices of x at `indices` along `axis` (an index out of range is an error, as on TF's CPU)."),
+         doc="y = the slices of x at `indices` along `axis`, per batch of the first batch_dims axes (an index out of "
+             "range is an error, as on TF's CPU)."),
     IrOp("StridedSlice", (IrInput("x", BASIC), IrInput("begin", INDICES), IrInput("end", INDICES),
                           IrInput("strides", INDICES)), (IrOutput("y", BASIC),), _MASKS, outputs_from="infer",
          infer=_strided_slice, doc="y = x[begin:end:strides] with TF's masks."),

@@ -33,9 +33,12 @@ def conv_geometry(op: IrOp, node: str, attrs, x_shape, f_shape) -> tuple[int, in
     pads = attrs["pads"]
     if len(pads) != 4 or min(pads) < 0:
         raise GraphError(f"{op.type} {node!r}: pads must be [top, bottom, left, right] >= 0, got {pads}")
-    if attrs["groups"] != 1 or x_shape[3] != f_shape[2]:
-        raise GraphError(f"{op.type} {node!r}: x has {x_shape[3]} channels and the filter {f_shape[2]} inputs "
-                         f"(groups {attrs['groups']}); graph_ir supports groups 1 with matching channels")
+    groups = attrs["groups"]
+    if groups < 1 or x_shape[3] != f_shape[2] * groups or f_shape[3] % groups:
+        # CANN's Conv2D REG_OP: groups splits x's channels (and the outputs) into g blocks, the filter [kh, kw, C/g, O]
+        raise GraphError(f"{op.type} {node!r}: x has {x_shape[3]} channels and the filter {f_shape[2]} inputs and "
+                         f"{f_shape[3]} outputs with groups {groups}; expected x's channels = filter inputs * groups "
+                         f"and outputs divisible by groups")
     if min(f_shape[:2]) < 1:
         raise GraphError(f"{op.type} {node!r}: the filter's window is {f_shape[0]}x{f_shape[1]} taps; it needs at "
                          f"least one tap along each axis")
@@ -59,6 +62,9 @@ def _conv2d(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     if bias is not None and bias.shape != (f.shape[3],):  # CANN's Conv2D: bias is 1-D [C_out]
         raise GraphError(f"Conv2D {node!r}: input 'bias' must have shape [{f.shape[3]}] (the filter's outputs), got "
                          f"{list(bias.shape)}")
+    if bias is not None and attrs["groups"] != 1:
+        raise GraphError(f"Conv2D {node!r}: input 'bias' with groups {attrs['groups']}; graph_ir adds Conv2D's bias "
+                         f"with groups 1 only")
     if offset_w is not None:
         raise GraphError(f"Conv2D {node!r}: input 'offset_w' (an int8 quantization offset) is given, but graph_ir "
                          f"runs float convolutions only")

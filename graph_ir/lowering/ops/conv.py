@@ -1,11 +1,14 @@
 """The conv family's TF -> GE mappings (prototypes: graph_ir/opset/conv.py), as Ascend's TF adapter maps them: Conv2D
 and its gradients onto the GE ops of the same names, TF's padding ("SAME", "VALID", "EXPLICIT") turned into GE's pads
-[top, bottom, left, right] from the static shapes as TF computes them; the pools onto the GE pools, attributes kept."""
+[top, bottom, left, right] from the static shapes as TF computes them; the pools onto the GE pools, attributes kept.
+A grouped convolution (the filter takes C/g of x's C channels: Keras Conv2D(groups=g)) sets GE's `groups` = g. A
+bfloat16 Conv2D read only by a BiasAdd lowers with it as one GE Conv2D with its bias input, as TF (oneDNN) fuses
+them and rounds once."""
 
 from __future__ import annotations
 
 from graph_ir.errors import LoweringError
-from graph_ir.lowering.ops.activation import bfloat16_in_float32, in_float32
+from graph_ir.lowering.ops.activation import _output, bfloat16_in_float32, in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
 from graph_ir.opset.conv import same_padding
 
@@ -28,9 +31,18 @@ def _pads(node, size: tuple[int, int], kernel: tuple[int, int]) -> list[int]:
     return pads
 
 
-def _conv_attrs(node, size, kernel) -> dict:
-    return {"strides": tf_attr(node, "strides"), "pads": _pads(node, size, kernel),
-            "dilations": tf_attr(node, "dilations") or [1, 1, 1, 1], "data_format": "NHWC"}
+def _conv_attrs(node, size, kernel, channels: tuple[int, int, int] | None = None) -> dict:
+    """GE's attrs; with channels (x's, the filter's inputs, its outputs) also `groups` when the convolution is
+    grouped (TF's Conv2D with a filter of fewer inputs than x's channels, Keras Conv2D(groups=g))."""
+    attrs = {"strides": tf_attr(node, "strides"), "pads": _pads(node, size, kernel),
+             "dilations": tf_attr(node, "dilations") or [1, 1, 1, 1], "data_format": "NHWC"}
+    if channels is not None:
+        from graph_ir.lowering.ops.depthwise import conv_groups  # depthwise imports this module
+
+        groups = conv_groups(node, *channels)
+        if groups > 1:
+            attrs["groups"] = groups
+    return attrs
 
 
 def _static(ctx, node, handle, what: str) -> list[int]:
@@ -40,24 +52,68 @@ def _static(ctx, node, handle, what: str) -> list[int]:
     return [int(v) for v in value.reshape(-1)]
 
 
+# The conv dtypes whose Conv2D + BiasAdd pair lowers as one GE Conv2D with its bias input, as TF's grappler remapper
+# fuses them with oneDNN (tensorflow/core/grappler/optimizers/remapper.cc, _MklNativeFusedConv2D): the sum and the
+# bias added in float32 and rounded once (graph_ir/executors/conv.py), where a Conv2D then a BiasAdd round twice.
+# float32 is not fused: measured on test_mixed_bfloat16_cnn_step's model in float32 (tests/graph_ir/
+# test_lowering_cnn.py), fusing changed no value of its K steps.
+FUSED_BIAS_DTYPES = ("bfloat16",)
+
+
+def _tf_runs_onednn() -> bool:
+    """Whether this TF runs oneDNN's kernels (the x86 build's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off).
+    Without them TF's bfloat16 Conv2D and BiasAdd run apart (Eigen's kernels), each rounding."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return False
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def _bias_add_to_fuse(ctx, node, attrs: dict):
+    """The BiasAdd (NHWC) that alone reads TF Conv2D `node`, to lower with it (as TF runs them), or None."""
+    reader = ctx.sole_reader(node.name)
+    if (tf_attr(node, "T").name not in FUSED_BIAS_DTYPES or not _tf_runs_onednn() or "groups" in attrs
+            or reader is None or reader.op != "BiasAdd" or tf_attr(reader, "data_format") not in (None, "NHWC")
+            or reader.input[0] not in (node.name, f"{node.name}:0") or any(t.startswith("^") for t in reader.input)):
+        return None
+    return reader
+
+
 @maps_to("Conv2D")
 def _conv2d(ctx, node, inputs):
     x, f = inputs
-    return ctx.add("Conv2D", [x, f], _conv_attrs(node, x.shape[1:3], f.shape[:2]))
+    attrs = _conv_attrs(node, x.shape[1:3], f.shape[:2], (x.shape[3], *f.shape[2:]))
+    bias_add = _bias_add_to_fuse(ctx, node, attrs)
+    if bias_add is None:
+        return ctx.add("Conv2D", [x, f], attrs)
+    # GE Conv2D's bias is float16 or float32 (its REG_OP): the bfloat16 bias, exactly, in float32
+    bias = ctx.handle_now(bias_add.input[1])
+    if bias.dtype.name != "float32":
+        bias = _output(ctx.add("Cast", [bias], {"dst_type": "float32"}, suffix="bias"))
+    fused = ctx.add("Conv2D", [x, f, bias], attrs)
+    ctx.lowered[bias_add.name] = fused  # the BiasAdd's result: the walk will not lower it again
+    return fused
 
 
 @maps_to("Conv2DBackpropFilter")
 def _conv2d_backprop_filter(ctx, node, inputs):
     x, sizes, dy = inputs
-    kernel = _static(ctx, node, sizes, "filter_sizes")[:2]
-    return ctx.add("Conv2DBackpropFilter", [x, sizes, dy], _conv_attrs(node, x.shape[1:3], kernel))
+    f_shape = _static(ctx, node, sizes, "filter_sizes")
+    if len(f_shape) != 4:
+        raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: filter_sizes {f_shape}; expected 4 sizes")
+    return ctx.add("Conv2DBackpropFilter", [x, sizes, dy],
+                   _conv_attrs(node, x.shape[1:3], f_shape[:2], (x.shape[3], *f_shape[2:])))
 
 
 @maps_to("Conv2DBackpropInput")
 def _conv2d_backprop_input(ctx, node, inputs):
     sizes, f, dy = inputs
-    size = _static(ctx, node, sizes, "input_sizes")[1:3]
-    return ctx.add("Conv2DBackpropInput", [sizes, f, dy], _conv_attrs(node, size, f.shape[:2]))
+    x_shape = _static(ctx, node, sizes, "input_sizes")
+    if len(x_shape) != 4:
+        raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: input_sizes {x_shape}; expected 4 sizes")
+    return ctx.add("Conv2DBackpropInput", [sizes, f, dy],
+                   _conv_attrs(node, x_shape[1:3], f.shape[:2], (x_shape[3], *f.shape[2:])))
 
 
 _POOL = {"ksize": "ksize", "strides": "strides", "padding": "padding", "data_format": "data_format"}
