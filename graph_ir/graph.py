@@ -5,6 +5,12 @@ stack, as torchair's GeGraph).
 Names are unique within a graph: a taken name gets a ``_1``, ``_2``... suffix (one dict look-up per name, so
 building stays linear). "NetOutput" is reserved for the graph's output node. Control edges are kept per node and
 written as ``name:-1`` when serialized.
+
+Control flow (graph_ir/opset/control.py): a functional node (If, Case, While) holds its subgraphs, complete Graphs
+of their own (Data parameters, a NetOutput). Each graph's `subgraphs` maps the names of every subgraph nested below
+it (flattened, as GE's ModelDef lists them) to the Graph; names are unique in the whole model (a taken name gets a
+``_1``... suffix when attached), a subgraph belongs to one node, no graph is nested in itself, and nesting stays
+within control.MAX_SUBGRAPH_DEPTH.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graph_ir import opset, registry, serialize  # noqa: F401 (opset registers the op families)
+from graph_ir import nesting, opset, registry, serialize  # noqa: F401 (opset registers the op families)
 from graph_ir.errors import GraphError
 from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.verify import check_list_count, infer_outputs, verify_attrs, verify_inputs
@@ -42,6 +48,10 @@ class Graph:
         self._next_suffix: dict[str, int] = {}
         self._variable_names: dict[int, str] = {}  # id(TF variable) -> GE Variable name (from_tensorflow)
         self._flat_parts: dict[int, list[tuple[str, int, tuple[int, ...]]]] = {}  # id(flat TF variable) -> parts
+        self.subgraphs: dict[str, Graph] = {}  # every subgraph nested below this graph, by its unique name
+        self.parent_node: Node | None = None  # the functional node this graph is a subgraph of
+        self.parent_graph: Graph | None = None  # the graph holding parent_node
+        self._next_graph_suffix: dict[str, int] = {}  # the next suffix to try for a taken subgraph name
 
     def __enter__(self) -> Graph:  # noqa: PYI034 (typing.Self needs Python 3.11; we support 3.10)
         _STACK.graphs = [*getattr(_STACK, "graphs", []), self]
@@ -67,10 +77,12 @@ class Graph:
 
     def add_node(self, op_type: str, inputs: Sequence[Handle | None] = (), attrs: dict[str, Any] | None = None,
                  *, name: str | None = None, control_inputs: Iterable[Handle | Node] = (),
-                 output_descs: list[TensorDesc] | None = None, exact_name: bool = False) -> Node:
+                 output_descs: list[TensorDesc] | None = None, exact_name: bool = False,
+                 subgraphs: Sequence[Graph] = ()) -> Node:
         """Adds a node after checking it against its IR prototype; returns it. `output_descs` are needed only for
         the graph inputs (Data/RefData), whose dtype and shape cannot be inferred; given for others, they are
-        checked against the inferred ones."""
+        checked against the inferred ones. A functional op (If, Case, While) takes its `subgraphs` in IR order;
+        its outputs are inferred from them (graph_ir/opset/control.py)."""
         op = registry.get(op_type, node=name)
         if name is not None and (not isinstance(name, str) or not name or ":" in name):
             raise GraphError(f"{op_type}: a node name must be a non-empty str without ':', got {name!r}")
@@ -97,10 +109,37 @@ class Graph:
         full_attrs = verify_attrs(op, node_name, attrs or {})
         verify_inputs(op, node_name, inputs)
         check_list_count(op, node_name, inputs, full_attrs)
-        descs = infer_outputs(op, node_name, inputs, full_attrs, output_descs)
-        node = Node(node_name, op, inputs, full_attrs, descs, controls)
+        graphs = list(subgraphs)
+        if graphs or op.graphs:
+            nesting.check_new_subgraphs(self, op, node_name, graphs, Graph)
+            descs = nesting.functional_outputs(op, node_name, inputs, graphs, output_descs)
+        else:
+            descs = infer_outputs(op, node_name, inputs, full_attrs, output_descs)
+        node = Node(node_name, op, inputs, full_attrs, descs, controls, graphs)
         self.nodes[node_name] = node
+        if graphs:
+            nesting.attach(self, node, graphs)
         return node
+
+    # -- subgraphs ------------------------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Graph:
+        """The outermost graph this graph is nested in (itself when it is not a subgraph)."""
+        graph = self
+        while graph.parent_graph is not None:
+            graph = graph.parent_graph
+        return graph
+
+    def _depth(self) -> int:
+        depth, graph = 0, self
+        while graph.parent_graph is not None:
+            depth, graph = depth + 1, graph.parent_graph
+        return depth
+
+    def _height(self) -> int:
+        """How many levels of subgraphs nest below this graph (0 without functional nodes)."""
+        return max((1 + g._height() for n in self.nodes.values() for g in n.subgraph_graphs), default=0)
 
     def set_outputs(self, handles: Sequence[Handle], control_inputs: Iterable[Handle | Node] = ()) -> Node:
         """Sets the NetOutput node: its inputs are what run_graph returns, in order. Ops with side effects that are
@@ -166,12 +205,24 @@ class Graph:
         return order
 
     def verify(self) -> None:
-        """Re-checks every node and that the graph is acyclic."""
-        for node in self.nodes.values():
-            verify_attrs(node.op, node.name, node.attrs)
-            verify_inputs(node.op, node.name, node.inputs)
-            check_list_count(node.op, node.name, node.inputs, node.attrs)
-        self.topological_order()
+        """Re-checks every node (of the subgraphs too, and that each functional node's outputs are still what its
+        subgraphs return) and that every graph is acyclic."""
+        for graph in (self, *self.subgraphs.values()):
+            for node in graph.nodes.values():
+                verify_attrs(node.op, node.name, node.attrs)
+                verify_inputs(node.op, node.name, node.inputs)
+                check_list_count(node.op, node.name, node.inputs, node.attrs)
+            graph.topological_order()
+        self._check_functional_nodes()
+
+    def _check_functional_nodes(self) -> None:
+        """Each functional node's outputs are still what its subgraphs return (a subgraph may have been edited
+        after it was attached)."""
+        for graph in (self, *self.subgraphs.values()):
+            for node in graph.nodes.values():
+                if node.subgraph_graphs:
+                    nesting.functional_outputs(node.op, node.name, node.inputs, node.subgraph_graphs,
+                                               node.output_descs)
 
     def remove_last(self, node: Node) -> None:
         """Removes `node`, the node added last, which nothing reads yet (the lowering's constant folding replaces
@@ -179,6 +230,8 @@ class Graph:
         if next(reversed(self.nodes)) != node.name or self.nodes[node.name] is not node:
             raise GraphError(f"remove_last: {node.name!r} is not the last node added to graph {self.name!r}")
         del self.nodes[node.name]
+        if node.subgraph_graphs:
+            nesting.detach(self, node)
 
     def remove_unread_consts(self) -> None:
         """Removes the Consts that no node reads (left behind by constant folding), in one pass."""
@@ -191,8 +244,15 @@ class Graph:
     # -- serialization --------------------------------------------------------------------------------------------
 
     def to_model_def(self):
-        """The graph as a ge.proto.ModelDef (one root GraphDef)."""
-        return serialize.to_model_def(self.name, self.topological_order())
+        """The graph as a ge.proto.ModelDef: graph[0] is this graph, then every subgraph (flattened, in the order of
+        `subgraphs`), each with its parent node's type and its position among that node's subgraphs."""
+        if self.parent_node is not None:
+            raise GraphError(f"graph {self.name!r} is a subgraph of node {self.parent_node.name!r}; serialize its root "
+                             f"graph {self.root.name!r}")
+        self._check_functional_nodes()
+        subgraphs = [(g.name, g.topological_order(), g.parent_node.type, g.parent_node.subgraph_graphs.index(g))
+                     for g in self.subgraphs.values()]
+        return serialize.to_model_def(self.name, self.topological_order(), subgraphs)
 
     def serialize(self) -> bytes:
         """A binary ge.proto.ModelDef (what CANN's ge_ir.proto decodes; the contents of an .air file)."""

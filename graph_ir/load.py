@@ -5,7 +5,10 @@ node and the field: edges are parsed strictly ("name:index" with ASCII digits, t
 op's inputs by their input_desc names (a skipped optional input stays empty), the graph is walked without recursion,
 every tensor's data must match its desc, every node is verified against its IR prototype and its stated output descs
 against the inferred ones (computing no value: a Range's length, not its values), and the reserved NetOutput role is
-checked.
+checked. Subgraphs (graph[1:], addressed by name from the functional nodes' subgraph_name) are hostile too: a
+missing, unnamed or duplicate graph, a graph used by no node or by two, a graph reachable from itself (recursion),
+nesting deeper than control.MAX_SUBGRAPH_DEPTH and a wrong `_parent_node_index` are each a GraphError naming the
+node and the field; the subgraphs are walked without recursion and built innermost first.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from graph_ir import proto, registry
 from graph_ir.dtypes import from_ge, from_proto
 from graph_ir.errors import GraphError
 from graph_ir.graph import NET_OUTPUT, Graph
+from graph_ir.load_subgraphs import check_binding, graph_defs, subgraph_tree
 from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.opset import control
 from graph_ir.serialize import META_KEYS
 from graph_ir.verify import check_shape
 
@@ -46,6 +51,8 @@ def _desc(node: str, field: str, d) -> TensorDesc:
 
 def _tensor(node: str, field: str, t) -> np.ndarray:
     desc = _desc(node, f"{field}.desc", t.desc)
+    if desc.dtype.name == "variant":  # a TensorList handle exists only while a graph runs
+        raise GraphError(f"node {node!r}: {field} is a variant tensor; a tensor attribute holds numbers")
     if len(t.data) != desc.nbytes:
         raise GraphError(f"node {node!r}: {field} holds {len(t.data)} bytes of data, but its desc "
                          f"{desc.dtype}{list(desc.shape)} needs {desc.nbytes}")
@@ -144,11 +151,24 @@ def _order(graph_name: str, op_defs: dict) -> list[tuple[str, list[tuple[str, in
 
 
 def from_model_def(model) -> Graph:
-    """Rebuilds a Graph from a ModelDef with one root graph, verifying every node against the registry."""
-    if len(model.graph) != 1:
-        raise GraphError(f"ModelDef {model.name!r} holds {len(model.graph)} graphs; graph_ir reads one root graph")
-    graph_def = model.graph[0]
-    graph = Graph(graph_def.name or model.name)
+    """Rebuilds a Graph from a ModelDef (graph[0] the root, the others its subgraphs), verifying every node against
+    the registry."""
+    if not model.graph:
+        raise GraphError(f"ModelDef {model.name!r} holds 0 graphs; graph[0] is the root graph")
+    root_def = model.graph[0]
+    root_name = root_def.name or model.name
+    defs = graph_defs(model, root_name)
+    parents, depth = subgraph_tree(root_name, root_def, defs)
+    built: dict[str, Graph] = {}
+    for sub in sorted(defs, key=lambda name: -depth[name]):
+        built[sub] = _build_graph(defs[sub], sub, built, parents[sub])
+    root = _build_graph(root_def, root_name, built, None)
+    root.subgraphs = {name: built[name] for name in defs}  # the file's order, so a round trip is byte-identical
+    return root
+
+
+def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tuple[str, str, int] | None) -> Graph:
+    graph = Graph(graph_name)
     op_defs = {}
     for op in graph_def.op:
         if not op.name or ":" in op.name:
@@ -167,14 +187,17 @@ def from_model_def(model) -> Graph:
                               [Handle(graph.nodes[src], index) for src, index in edges if index >= 0])
         controls = [graph.nodes[src] for src, index in edges if index < 0]
         specs = {a.name: a for a in spec.attrs}
-        unknown = [k for k in op_def.attr if k not in specs and k not in META_KEYS]
+        bindings = (control.PARENT_INDEX_ATTR,) if parent is not None and op_def.type == "Data" else ()
+        unknown = [k for k in op_def.attr if k not in specs and k not in META_KEYS and k not in bindings]
         if unknown:
             raise GraphError(f"node {name!r} ({op_def.type}) has attributes the registry does not know: "
                              f"{sorted(unknown)[:8]}")
         attrs = {k: _attr(name, k, v, specs[k]) for k, v in op_def.attr.items() if k in specs}
         descs = [_desc(name, f"output_desc[{k}]", d) for k, d in enumerate(op_def.output_desc)]
-        graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
-                       exact_name=True)
+        node = graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
+                              exact_name=True, subgraphs=[built[sub] for sub in op_def.subgraph_name])
+        if parent is not None:
+            check_binding(graph.name, node, op_def, parent)
     if NET_OUTPUT in graph.nodes:
         graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
     return graph

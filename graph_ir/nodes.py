@@ -65,10 +65,18 @@ class Node:
     attrs: dict[str, Any]
     output_descs: list[TensorDesc]
     control_inputs: list[Node] = field(default_factory=list)
+    # A functional op's (If, Case, While) subgraphs, graph_ir.Graph objects in IR order (graph_ir/opset/control.py).
+    subgraph_graphs: list[Any] = field(default_factory=list)
 
     @property
     def type(self) -> str:
         return self.op.type
+
+    @property
+    def subgraphs(self) -> list[str]:
+        """The instance names of the node's subgraphs in IR order (OpDef.subgraph_name): If [then, else], Case
+        [branch 0, 1, ...], While [cond, body]; the root graph's `subgraphs` maps each name to its Graph."""
+        return [g.name for g in self.subgraph_graphs]
 
     def output(self, index: int = 0) -> Handle:
         return Handle(self, index)

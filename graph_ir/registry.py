@@ -16,6 +16,7 @@ from graph_ir.dtypes import BY_NAME
 from graph_ir.errors import GraphError
 
 ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
+WITH_VARIANT = (*ALL_DTYPES, "variant")  # what passes TensorList handles on: graph inputs and outputs, Identity
 
 # How a node's output descs are known (graph_ir/verify.py has one rule per name):
 #   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
@@ -31,8 +32,9 @@ ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 #   "each"        one output per input, with its desc (IdentityN)
 #   "fill"        the dtype of `value` with the shape in the Const `dims` input (Fill)
 #   "infer"       the op's own `infer` function (declared beside the op in its family module, graph_ir/opset)
+#   "subgraphs"   the functional ops (If, Case, While): their subgraphs' NetOutput descs (graph_ir/opset/control.py)
 OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each",
-                "fill", "infer")
+                "fill", "infer", "subgraphs")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class IrOp:
     same_dtype: tuple[str, ...] = ()
     same_shape: tuple[str, ...] = ()
     doc: str = ""
+    # The REG_OP's .GRAPH members in IR order (If: then_branch, else_branch; While: cond, body), or its one
+    # .DYNAMIC_GRAPH member (Case: branches) when dynamic_graph: a node of the op holds that many subgraphs.
+    graphs: tuple[str, ...] = ()
+    dynamic_graph: bool = False
 
     @property
     def dynamic_input(self) -> int | None:
@@ -138,7 +144,7 @@ register(_from_signature(op_spec.FUSED_EMA_ADAM,
                          "Adam/AdamW fused with an EMA of the weights, in place on var, m, v, s (CANN ApplyFusedEmaAdam)."))
 
 # Plumbing (CANN array_ops.h / state_ops.h; NetOutput is GE-internal).
-register(IrOp("Data", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
+register(IrOp("Data", (IrInput("x", WITH_VARIANT, optional=True),), (IrOutput("y", WITH_VARIANT),),
               (IrAttr("index", "int", 0, minimum=0),), outputs_from="given", doc="A graph input, fed by position `index`."))
 register(IrOp("RefData", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("index", "int", 0, minimum=0),), outputs_from="given",
@@ -151,7 +157,7 @@ register(IrOp("Const", (), (IrOutput("y", ALL_DTYPES),), (IrAttr("value", "tenso
               outputs_from="value", doc="A constant tensor."))
 # Identity keeps bfloat16 (ops-math identity_proto.h declares x, y ALL; the released hdr list has no bfloat16): the
 # lowering reads bfloat16 resource variables through it. tests/graph_ir/test_reg_ops.py lists this exception.
-register(IrOp("Identity", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),), outputs_from="same",
+register(IrOp("Identity", (IrInput("x", WITH_VARIANT),), (IrOutput("y", WITH_VARIANT),), outputs_from="same",
               same_dtype=("x",), doc="y = x (a snapshot of x when it runs)."))
 register(IrOp("Cast", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("dst_type", "dtype_int", required=True),), outputs_from="cast",
@@ -159,7 +165,7 @@ register(IrOp("Cast", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),),
 register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "int64"))), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("axis", "int", 0), IrAttr("num_axes", "int", -1)), outputs_from="reshape",
               doc="y = x with the given shape."))
-register(IrOp("NetOutput", (IrInput("x", ALL_DTYPES, dynamic=True),), (), outputs_from="none",
+register(IrOp("NetOutput", (IrInput("x", WITH_VARIANT, dynamic=True),), (), outputs_from="none",
               doc="The graph's outputs, in order."))
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")

@@ -9,7 +9,12 @@ Following CANN's conventions (metadef's proto/ge_ir.proto, GE's graph/serializat
   one (Cast's dst_type, REQUIRED_ATTR(dst_type, Int) in ops-math math/cast/op_graph/cast_proto.h);
 - every list attr sets val_type (GE's deserializer drops a list whose val_type is VT_LIST_NONE);
 - _input_name_key/_input_name_value and _output_name_key/_output_name_value give GE the port names, from which it
-  derives the ref (in-place) ports.
+  derives the ref (in-place) ports;
+- subgraphs (metadef's graph/serialization/model_serialize.cc): ModelDef.graph[0] is the root, every subgraph
+  (nested ones too) another GraphDef addressed by its name; a functional node lists its subgraphs' names in
+  OpDef.subgraph_name in IR order; a subgraph's Data carries `_parent_node_index` (the parent input it stands for)
+  and its NetOutput's input descs the parent output each result is (not for a While's cond), as GE's DataPass
+  sets them (graph_ir/opset/control.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from google.protobuf import text_format
 from graph_ir import proto
 from graph_ir.dtypes import as_dtype
 from graph_ir.nodes import Node, TensorDesc
+from graph_ir.opset.control import PARENT_INDEX_ATTR, data_offset, maps_outputs
 from graph_ir.registry import IrAttr
 
 META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
@@ -73,6 +79,7 @@ def _op_def(node: Node, out) -> None:
     out.type = node.type
     out.input.extend(h.edge for h in node.inputs if h is not None)
     out.input.extend(f"{c.name}:-1" for c in node.control_inputs)
+    out.subgraph_name.extend(node.subgraphs)
     specs = {a.name: a for a in node.op.attrs}
     for key, value in node.attrs.items():
         _write_attr(out.attr[key], specs[key], value)
@@ -89,12 +96,29 @@ def _op_def(node: Node, out) -> None:
     _int_list(out.attr["_output_name_value"], range(len(node.output_descs)))
 
 
-def to_model_def(name: str, nodes: list[Node]):
-    """A ge.proto.ModelDef with one GraphDef (graph[0], the root graph) of the nodes, given in topological order."""
+def _mark_parent_indices(graph_def, parent_type: str, position: int) -> None:
+    """GE's bindings of a subgraph to its parent node (see the module docstring)."""
+    for op in graph_def.op:
+        if op.type == "Data":
+            op.attr[PARENT_INDEX_ATTR].i = op.attr["index"].i + data_offset(parent_type)
+        elif op.type == "NetOutput" and maps_outputs(parent_type, position):
+            for j, desc in enumerate(op.input_desc):
+                desc.attr[PARENT_INDEX_ATTR].i = j
+
+
+def to_model_def(name: str, nodes: list[Node], subgraphs: list[tuple[str, list[Node], str, int]] = ()):
+    """A ge.proto.ModelDef: graph[0] is the root graph of `nodes` (in topological order), then one GraphDef per
+    subgraph (name, nodes in topological order, the parent node's type, its position among the parent's
+    subgraphs)."""
     model = proto.ModelDef(name=name)
     graph_def = model.graph.add(name=name)
     for node in nodes:
         _op_def(node, graph_def.op.add())
+    for sub_name, sub_nodes, parent_type, position in subgraphs:
+        sub_def = model.graph.add(name=sub_name)
+        for node in sub_nodes:
+            _op_def(node, sub_def.op.add())
+        _mark_parent_indices(sub_def, parent_type, position)
     return model
 
 

@@ -257,7 +257,13 @@ OUTPUT_RULES: dict[str, Callable[..., list[TensorDesc]]] = {
     "cast": _cast,
     "reshape": _reshape,
     "none": lambda op, node, inputs, attrs: [],
+    "subgraphs": lambda op, node, inputs, attrs: _needs_subgraphs(op, node),
 }
+
+
+def _needs_subgraphs(op: IrOp, node: str) -> list[TensorDesc]:
+    raise GraphError(f"{op.type} {node!r}: its outputs come from its subgraphs ({', '.join(op.graphs)}); pass them as "
+                     "Graph.add_node(..., subgraphs=[...])")
 
 
 def infer_outputs(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: dict[str, Any],
