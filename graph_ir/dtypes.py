@@ -1,5 +1,11 @@
 """Element types and their four numberings: NumPy, TensorFlow, GE's C++ ge::DataType (AttrDef.dt, Cast's Int dst_type)
-and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN's types.h / ge_ir.proto."""
+and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN's types.h / ge_ir.proto.
+
+VARIANT (GE DT_VARIANT, TF DT_VARIANT) is the dtype of TensorList handles: a variant tensor is a scalar whose session
+value is a Python object (an immutable graph_ir.executors.tensorlist.TensorList) in a 0-d NumPy object array. It is
+not in BY_NAME (so not among the dtypes every op takes, registry.ALL_DTYPES): only the ops that pass or build
+TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the TensorList executors bound a
+list's growth themselves."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ class DType:
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.numpy).itemsize
+        return 0 if self.name == "variant" else np.dtype(self.numpy).itemsize
 
     def __str__(self) -> str:
         return self.name
@@ -42,16 +48,19 @@ _ALL = [
     DType("bfloat16", ml_dtypes.bfloat16, ge=27, proto=27, tf=14),
 ]
 BY_NAME = {d.name: d for d in _ALL}
+VARIANT = DType("variant", np.object_, ge=26, proto=26, tf=21)
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bf16": "bfloat16"}
-_BY_PROTO = {d.proto: d for d in _ALL}
-_BY_GE = {d.ge: d for d in _ALL}
-_BY_TF = {d.tf: d for d in _ALL}
+_BY_PROTO = {d.proto: d for d in (*_ALL, VARIANT)}
+_BY_GE = {d.ge: d for d in _ALL}  # attributes (element_dtype, dst_type) never name the variant type
+_BY_TF = {d.tf: d for d in (*_ALL, VARIANT)}
 
 
 def as_dtype(value: Any) -> DType:
     """A DType from a name ("float32", "bfloat16", ...), a NumPy dtype or type, a tf.DType, or a DType."""
     if isinstance(value, DType):
         return value
+    if isinstance(value, str) and value == "variant":
+        return VARIANT
     name = getattr(value, "name", None)  # tf.DType and np.dtype both have .name
     if isinstance(value, str):
         name = value

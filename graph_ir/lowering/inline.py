@@ -81,6 +81,7 @@ class _Inliner:
             pending.extend((n, (*chain, function)) for n in reversed(body))
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(graph_def.versions)
+        out.library.CopyFrom(graph_def.library)  # the functions that If/While nodes name (lowering/control.py)
         for node in self.nodes:
             copy = out.node.add()
             copy.CopyFrom(node)

@@ -28,6 +28,8 @@ class Lowerer(LoweringContext):
     """One lowering. `variables` maps the TF nodes that stand for variables (resource placeholders, VarHandleOp,
     VariableV2) to (GE name, value, TF variable object or None); `args` are the Placeholders fed by position."""
 
+    empty_ok = False  # whether a graph that runs and returns nothing is fine (a function lowered into a subgraph)
+
     def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
                  outputs: list[str], must_run: list[str]):
         super().__init__(name, {n.name: n for n in graph_def.node})
@@ -36,6 +38,10 @@ class Lowerer(LoweringContext):
         self.stateful: list[Node] = []
         self.split_flat: set[str] = set()  # flat-state variable nodes split per variable (graph_ir/lowering/multi.py)
         self.scalar_only = self._scalar_only_sources()
+        # Hooks of the control-flow lowering (graph_ir/lowering/control.py): the functions that If/While nodes name,
+        # and what is known of each TensorList handle (graph_ir/lowering/ops/tensorlist.py).
+        self.library = {f.signature.name: f for f in graph_def.library.function}
+        self.tensor_lists: dict = {}
         # Variable nodes the step writes (their values are not known when lowering).
         self.written = {parse_tensor(t)[0] for n in self.nodes.values() for t in self._writes(n)}
 
@@ -91,7 +97,7 @@ class Lowerer(LoweringContext):
             if self.lowered.get(name) is not None:
                 raise LoweringError(f"the flat optimizer state {name!r} is read outside the multi-tensor op that "
                                     "updates it; GE holds it per variable, so such a read cannot be lowered")
-        if not self.stateful and not outputs:
+        if not self.stateful and not outputs and not self.empty_ok:
             raise LoweringError("the TF graph runs no update and returns nothing: there is nothing to lower")
         self.graph.set_outputs(outputs, control_inputs=self.stateful)
         self.graph.remove_unread_consts()

@@ -2,6 +2,21 @@
 declaring its ops' prototypes as CANN's REG_OPs do, with their output rules. Importing this package registers them
 (graph_ir.graph imports it, so every graph sees them)."""
 
-from graph_ir.opset import array, conv, math, nn, norm
+from graph_ir.opset import (
+           activation,
+           array,
+           control,
+           conv,
+           depthwise,
+           logic,
+           math,
+           nn,
+           norm,
+           random,
+           resize,
+           slicing,
+           tensorlist,
+)
 
-__all__ = ["array", "conv", "math", "nn", "norm"]
+__all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
+           "slicing", "tensorlist"]

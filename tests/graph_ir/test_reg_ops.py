@@ -63,6 +63,29 @@ NOT_IN_REG_OPS: dict[str, RegOp | str] = {
          Attr("beta2", "Float", 0.999, False), Attr("eps", "Float", 1e-8, False), Attr("mode", "Int", 1, False),
          Attr("bias_correction", "Bool", True, False), Attr("weight_decay", "Float", 0.0, False)]),
     "NetOutput": "GE-internal node type with no REG_OP (GE's graph/utils/op_type_utils.cc): nothing to check",
+    # The functional ops of CANN's op_proto/inc/functional_ops.h (metadef; torchair ships it in
+    # third_party/ascend/include/ops/op_proto/inc/functional_ops.h). ge_reg_ops.txt leaves them out (its generator
+    # skips REG_OPs with .GRAPH members); their ports and attrs are checked here, their .GRAPH / .DYNAMIC_GRAPH
+    # members (which RegOp cannot hold) by test_graph_members_agree against GRAPH_MEMBERS below.
+    # REG_OP(If) / REG_OP(StatelessIf): .INPUT(cond, TensorType::ALL()) .DYNAMIC_INPUT(input, TensorType::ALL())
+    #   .DYNAMIC_OUTPUT(output, TensorType::ALL()) .GRAPH(then_branch) .GRAPH(else_branch)
+    **{op: RegOp(op, [_req("cond", _ALL), Port("input", "dynamic", _ALL)], [Port("output", "dynamic", _ALL)], [])
+       for op in ("If", "StatelessIf")},
+    # REG_OP(Case) / REG_OP(StatelessCase): .INPUT(branch_index, DT_INT32) .DYNAMIC_INPUT(input, TensorType::ALL())
+    #   .DYNAMIC_OUTPUT(output, TensorType::ALL()) .DYNAMIC_GRAPH(branches)
+    **{op: RegOp(op, [_req("branch_index", _F({"int32"})), Port("input", "dynamic", _ALL)],
+                 [Port("output", "dynamic", _ALL)], []) for op in ("Case", "StatelessCase")},
+    # REG_OP(While) / REG_OP(StatelessWhile): .DYNAMIC_INPUT(input, TensorType::ALL())
+    #   .DYNAMIC_OUTPUT(output, TensorType::ALL()) .GRAPH(cond) .GRAPH(body) .ATTR(parallel_iterations, Int, 10)
+    **{op: RegOp(op, [Port("input", "dynamic", _ALL)], [Port("output", "dynamic", _ALL)],
+                 [Attr("parallel_iterations", "Int", 10, False)]) for op in ("While", "StatelessWhile")},
+}
+
+# The .GRAPH members (in IR order) and whether the one member is a .DYNAMIC_GRAPH, as functional_ops.h declares them.
+GRAPH_MEMBERS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "If": (("then_branch", "else_branch"), False), "StatelessIf": (("then_branch", "else_branch"), False),
+    "Case": (("branches",), True), "StatelessCase": (("branches",), True),
+    "While": (("cond", "body"), False), "StatelessWhile": (("cond", "body"), False),
 }
 
 # REG_OPs whose dtypes are a type symbol with no DATATYPE line in ge_reg_ops.txt: the set CANN gives the symbol.
@@ -87,12 +110,24 @@ DTYPE_EXCEPTIONS = {
     ("Identity", "bfloat16"): "ops-math conversion/identity/op_graph/identity_proto.h declares Identity's x and y "
                               "TensorType::ALL(); graph_ir reads bfloat16 resource variables "
                               "through Identity",
+    ("Data", "variant"): "TensorList handles (DT_VARIANT) enter If/While subgraphs as Data nodes, as GE's TF parser "
+                         "builds them for TF's functional ops (graph_ir/lowering/control.py)",
+    ("Identity", "variant"): "TF passes TensorList handles through Identity inside while bodies; GE's Identity "
+                             "forwards any tensor",
+    **{(op, "variant"): "TF's functional ops carry TensorList handles (DT_VARIANT) in and out of their functions; GE's "
+                        "TF parser maps them onto these ops unchanged (graph_ir/opset/control.py)"
+       for op in ("If", "StatelessIf", "Case", "StatelessCase", "While", "StatelessWhile")},
     ("IdentityN", "bfloat16"): "ops-math conversion/identity_n/op_graph/identity_n_proto.h: the "
                                "Keras optimizers' IdentityN passes bfloat16 gradients of mixed_bfloat16 models",
     ("Variable", "bfloat16"): "InplaceApplyPowerSign and ApplyFusedEmaAdam update bfloat16 var, m, v, s in place "
                               "(their ops-nn proto headers), which GE holds as Variables",
     ("Const", "bfloat16"): "mixed_bfloat16 steps hold bfloat16 constants; ops-math's Cast and the bfloat16 ops take them "
                            "(the torchair header list predates bfloat16 support)",
+    **{(op, dtype): "newer CANN declares the depthwise ops' x/input, filter and out_backprop float16, float32 and "
+                    "bfloat16: ops-nn conv/depthwise_conv2d_backprop_{input,filter}/op_graph/*_proto.h, and "
+                    "DepthwiseConv2D in the Ascend 910_95 revision of nn_calculation_ops.h"
+       for op in ("DepthwiseConv2D", "DepthwiseConv2DBackpropInput", "DepthwiseConv2DBackpropFilter")
+       for dtype in ("float32", "bfloat16")},
 }
 
 
@@ -200,3 +235,9 @@ def test_graph_ir_dtype_names_are_the_readers() -> None:
     """The reader's names for GE's dtypes are graph_ir's: every graph_ir dtype is one a declaration can name."""
     from graph_ir.dtypes import BY_NAME
     assert set(BY_NAME) <= _ALL, sorted(set(BY_NAME) - _ALL)
+
+
+def test_graph_members_agree() -> None:
+    """The ops holding subgraphs are exactly those whose REG_OP has .GRAPH members, with CANN's members in order."""
+    ours = {name: (op.graphs, op.dynamic_graph) for name, op in REGISTRY.items() if op.graphs}
+    assert ours == GRAPH_MEMBERS

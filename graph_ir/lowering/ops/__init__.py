@@ -5,39 +5,61 @@ handles of the TF node's data inputs, `ctx` (graph_ir/lowering/context.py) adds 
 
 from __future__ import annotations
 
-from graph_ir.lowering.ops import array, conv, math, nn, norm
+from graph_ir.lowering.inline import CALL_OPS
+from graph_ir.lowering.ops import (
+    activation,
+    array,
+    control,
+    conv,
+    depthwise,
+    logic,
+    math,
+    nn,
+    norm,
+    random,
+    resize,
+    slicing,
+    tensorlist,
+)
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 
 LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERINGS,
-             **conv.LOWERINGS}
+             **conv.LOWERINGS, **depthwise.LOWERINGS}
+LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
+LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
+LOWERINGS.update(random.LOWERINGS)
+LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
+# On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
+LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
+LOWERINGS["AddN"] = tensorlist.add_n(LOWERINGS["AddN"])
 
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
-_RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "StatelessRandomUniformV2",
-           "StatelessRandomNormalV2", "StatelessRandomUniformFullIntV2", "StatelessTruncatedNormalV2",
-           "StatelessRandomGetKeyCounter", "RngReadAndSkip", "RngSkip", "StatefulUniform", "StatefulStandardNormalV2")
-_CONTROL_FLOW = ("If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase", "Switch", "Merge", "Enter",
-                 "Exit", "NextIteration", "LoopCond")
+_RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "RngReadAndSkip", "RngSkip",
+           "StatefulUniform", "StatefulStandardNormalV2")
+_CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
 _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
 
 
 def lowered_types() -> list[str]:
-    """Every TF op type the lowering knows."""
-    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS})
+    """Every TF op type the lowering knows (function calls are inlined: graph_ir/lowering/inline.py)."""
+    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS})
 
 
 def refusal(op: str, node: str, stateful: bool) -> str:
     """Why TF op `op` (node `node`) cannot be lowered."""
     where = f"TF op {op} (node {node!r})"
     if op in _RANDOM:
-        return (f"cannot lower {where}: random numbers (Dropout with training=True, random initializers, noise "
-                "layers) cannot be lowered faithfully, since GE's generators do not draw TensorFlow's values; trace the "
-                "step without them (e.g. training=False for Dropout, or a model without random layers)")
+        return (f"cannot lower {where}: stateful random ops (tf.random.uniform/normal, random initializers) draw "
+                "from a per-op generator state GE cannot reproduce; use the stateless ones (tf.random.stateless_*, "
+                "Keras's layers and keras.random with a SeedGenerator), which lower and draw TensorFlow's values")
     if op in _CONTROL_FLOW:
-        return (f"cannot lower {where}: control flow (tf.cond, tf.while_loop, Python conditions on tensors) is not "
-                "covered by the lowering; write the step without data-dependent branches or loops")
+        return (f"cannot lower {where}: TF1's dataflow control flow (Switch/Merge/Enter/Exit) is not lowered; GE "
+                "takes the functional form: enable control flow v2 (tf.compat.v1.enable_control_flow_v2(), the "
+                "default in TF2), whose If/While nodes lower to GE If/While")
     if op in _DATA_DEPENDENT:
         return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
     kind = "stateful " if stateful else ""
-    return (f"cannot lower {kind}{where} to GE IR: the lowering has no mapping for it "
-            f"(graph_ir.lowering.ops.lowered_types() lists the {len(lowered_types())} it has)")
+    return (f"cannot lower {kind}{where} to GE IR: the lowering has no mapping for it (`python -m graph_ir ops` "
+            f"lists the {len(lowered_types())} it has; graph_ir.missing_ops(fn, *args) lists every op of a step "
+            "that has none)")
