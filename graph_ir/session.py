@@ -6,8 +6,9 @@
   when the session first sees them. The optimizer ops write the Variable's (or RefData's) own buffer in place.
 - A Data input is copied when fed (an in-place op on it writes the graph's copy, as GE would); a RefData input is
   the caller's array itself, written in place.
-- Identity is a snapshot: it copies only when its source may still be written in place later in the run (a
-  Variable, RefData or Data buffer); otherwise it passes the array on. Values are dropped after their last use.
+- Identity is a snapshot: it copies only when its source (a Variable, RefData or Data buffer) is written in place
+  later in the run while the snapshot (or a view of it) is still to be read; otherwise it passes the array on.
+  Values are dropped after their last use.
 - run_graph returns copies of the NetOutput values, so later runs cannot change what it returned. Outputs that are
   the same tensor (or views of one buffer) are returned as one array (or views of one copy).
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
@@ -16,7 +17,7 @@
   its Consts, Variables and Data inputs), naming the node where the run would hold the most.
 - Control flow (If, Case, While; graph_ir/executors/control.py): add_graph plans every subgraph too; a functional
   node runs its subgraphs through _run, its working memory is its subgraphs' largest peak (plus the loop state for
-  a While), and a While runs at most max_loop_iterations bodies (by default 10**6).
+  a While), and a run executes at most max_loop_iterations loop bodies, all While nodes together (default 10**6).
 """
 
 from __future__ import annotations
@@ -30,16 +31,16 @@ import numpy as np
 
 from graph_ir.dtypes import as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.executors import ALIASING, EXECUTORS, SNAPSHOTS, WORKSPACE
+from graph_ir.executors import EXECUTORS, WORKSPACE
 from graph_ir.executors import control as control_flow
+from graph_ir.executors.blas import blas_threads
 from graph_ir.graph import Graph
 from graph_ir.nodes import Node
-from graph_ir.registry import WRITABLE_SOURCES
+from graph_ir.snapshots import snapshots_to_copy, value_storage
 from graph_ir.verify import is_int
 
 BASE_RUN_BYTES = 256 * 2**20
 GRAPH_DATA_FACTOR = 4
-_SOURCES = ("Data", "RefData", "Variable", "Const", "NetOutput")
 
 
 @dataclass
@@ -67,43 +68,11 @@ def _plan(graph: Graph, limit: int | None, subplans: dict[str, control_flow.Subp
             raise GraphError(f"graph {graph.name!r}: nodes {other!r} and {node.name!r} are both fed input "
                              f"{node.attrs['index']}; each input index feeds one Data node")
     position = {n.name: k for k, n in enumerate(order)}
-    storage: dict[tuple[str, int], tuple[str, int]] = {}  # a value -> the buffer it lives in
-    mutable: set[tuple[str, int]] = set()  # buffers an in-place op may write
-    sizes: dict[tuple[str, int], int] = {}  # buffers this run allocates -> bytes
-    snapshot, last_use = set(), {}
-    graph_bytes = 0
-    for node in order:
-        if node.type not in EXECUTORS and node.type not in _SOURCES and node.type not in control_flow.FUNCTIONAL:
-            raise GraphError(f"the session cannot execute {node.type} (node {node.name!r})")
-        for k, desc in enumerate(node.output_descs):
-            key = (node.name, k)
-            if any(d < 0 for d in desc.shape):
-                raise GraphError(f"{node.type} {node.name!r}: output {k} has shape {list(desc.shape)}; a run needs "
-                                 f"dims >= 0")
-            if node.type in WRITABLE_SOURCES or node.type == "Const":
-                storage[key] = key
-                graph_bytes += desc.nbytes
-                if node.type in WRITABLE_SOURCES:
-                    mutable.add(key)
-                if node.type == "Data":
-                    sizes[key] = desc.nbytes
-            elif node.op.refs and k in node.op.refs:
-                storage[key] = storage[(node.inputs[node.op.refs[k]].node.name, node.inputs[node.op.refs[k]].index)]
-            elif node.type in ALIASING:
-                h = node.inputs[k if node.type == "IdentityN" else 0]
-                source = storage[(h.node.name, h.index)]
-                if node.type in SNAPSHOTS and source in mutable:
-                    snapshot.add(key)
-                    storage[key] = key
-                    sizes[key] = desc.nbytes
-                else:
-                    storage[key] = source
-            else:  # a new array
-                storage[key] = key
-                sizes[key] = desc.nbytes
-        for h in node.inputs:
-            if h is not None:
-                last_use[(h.node.name, h.index)] = position[node.name]
+    # First as if no snapshot copied: which snapshots must copy (their source written while they are still read).
+    storage, _, _, _, last_use = value_storage(graph, order, position, lambda key: False)
+    copies = snapshots_to_copy(graph, order, position, storage, last_use)
+    storage, _, sizes, graph_bytes, last_use = value_storage(graph, order, position, copies.__contains__)
+    snapshot = {key for key in copies if storage[key] == key}
     drop_after: list[list[tuple[str, int]]] = [[] for _ in order]
     for key, k in last_use.items():
         drop_after[k].append(key)
@@ -149,15 +118,22 @@ class Session:
     """Runs GE graphs: add_graph, run_graph, get_variables, set_variables (the ge::Session calls).
 
     max_run_bytes: the most memory one run may hold (see the module docstring); by default 256 MiB plus four times
-    the graph's own data.
+    the graph's own data. blas_threads: the threads NumPy's BLAS uses during a run (graph_ir/executors/blas.py: one by
+    default, as spinning BLAS workers on a busy machine make products many times slower; None leaves the process's
+    setting).
     """
 
-    def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6):
+    def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
+                 blas_threads: int | None = 1):
         if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
             raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
         if not is_int(max_loop_iterations) or max_loop_iterations < 0:
             raise TypeError(f"max_loop_iterations must be an int >= 0, got {max_loop_iterations!r}")
-        self.max_loop_iterations = int(max_loop_iterations)  # the most bodies one While runs per execution
+        if blas_threads is not None and (not is_int(blas_threads) or blas_threads < 1):
+            raise TypeError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
+        self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
+        self.loop_budget = self.max_loop_iterations
+        self.blas_threads = blas_threads
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
@@ -240,7 +216,9 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
             plan = self._plans[graph_id]
             feeds = self._feeds(plan, inputs)
-            return self._run(plan, feeds)
+            self.loop_budget = self.max_loop_iterations  # loop bodies this run may still execute (control_flow)
+            with blas_threads(self.blas_threads):
+                return self._run(plan, feeds)
 
     def _run(self, plan: _Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:
         values: dict[tuple[str, int], np.ndarray] = {}

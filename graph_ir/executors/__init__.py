@@ -4,10 +4,26 @@ their prototypes in graph_ir/opset)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from graph_ir import kernels
-from graph_ir.executors import array, conv, math, nn, norm
+from graph_ir.executors import (
+    activation,
+    array,
+    conv,
+    depthwise,
+    logic,
+    math,
+    nn,
+    norm,
+    pool,
+    random,
+    resize,
+    slicing,
+    tensorlist,
+)
 from graph_ir.executors.common import Executor
 from graph_ir.nodes import Node
 
@@ -56,6 +72,14 @@ EXECUTORS: dict[str, Executor] = {
     **nn.EXECUTORS,
     **norm.EXECUTORS,
     **conv.EXECUTORS,
+    **pool.EXECUTORS,
+    **activation.EXECUTORS,
+    **logic.EXECUTORS,
+    **depthwise.EXECUTORS,
+    **slicing.EXECUTORS,
+    **resize.EXECUTORS,
+    **random.EXECUTORS,
+    **tensorlist.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the
@@ -63,3 +87,8 @@ EXECUTORS: dict[str, Executor] = {
 # executors allocate new arrays (they count toward a run's memory).
 ALIASING = frozenset({"Identity", "Reshape", "IdentityN", "ExpandDims", "Squeeze"})
 SNAPSHOTS = frozenset({"Identity", "IdentityN"})
+
+# Working memory an executor holds while it runs, beyond its inputs and outputs: {op type: fn(node) -> bytes}, an
+# upper bound from the node's descs and attrs, which the session's planner adds at the node's position. Ops not
+# listed (elementwise and plumbing) count 0.
+WORKSPACE: dict[str, Callable[[Node], int]] = {**conv.WORKSPACE, **pool.WORKSPACE, **random.WORKSPACE}

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from graph_ir.executors.common import at_dtype, wide
+from graph_ir.executors.grouped_conv import or_grouped, or_grouped_workspace
 from graph_ir.executors.windows import CHUNK_BYTES, UFUNC_BUFFERS, AxisTap, axis_taps
 from graph_ir.nodes import Node
 
@@ -98,12 +99,26 @@ def _tap_slices(node: Node, ti: AxisTap, tj: AxisTap) -> tuple[tuple, tuple]:
     return (slice(None), ti.reads(sh), tj.reads(sw)), (slice(None), ti.writes, tj.writes)
 
 
+def _pointwise(node: Node, f_shape, x_shape, out_shape) -> bool:
+    """A 1x1 filter at stride 1 without padding (ResNet's bottlenecks, MobileNet's expansions): each output position
+    is its own input position's channels times the filter, one matrix product over x's [N*H*W, C] rows as they lie
+    in memory (no windows, no padding to meet)."""
+    return tuple(f_shape[:2]) == (1, 1) and tuple(node.attrs["strides"][1:3]) == (1, 1) and \
+        not any(node.attrs["pads"]) and tuple(x_shape[:3]) == tuple(out_shape[:3])
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    return a.reshape(math.prod(a.shape[:3]), a.shape[3])
+
+
 def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, f = wide(args[0]), wide(args[1])
     out = node.output_descs[0].shape
     dtype = np.result_type(x, np.float32)
     with np.errstate(all="ignore"):
-        if _im2col_fits(node, x.shape, f.shape, out[1:3], x.itemsize) and _all_finite(f):
+        if _pointwise(node, f.shape, x.shape, out):
+            y = (_rows(x) @ f.reshape(f.shape[2:])).astype(dtype, copy=False).reshape(out)
+        elif _im2col_fits(node, x.shape, f.shape, out[1:3], x.itemsize) and _all_finite(f):
             y = np.empty(out, dtype)
             fmat = f.reshape(math.prod(f.shape[:3]), f.shape[3])
             for images, rows, block in _chunks(_windows(node, x, f.shape[:2], out[1:3])):
@@ -124,6 +139,10 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, dy = wide(args[0]), wide(args[2])
     f_shape = node.output_descs[0].shape
+    if _pointwise(node, f_shape, x.shape, dy.shape):
+        with np.errstate(all="ignore"):
+            df = _rows(x).T @ _rows(dy)
+        return [at_dtype(node, 0, df.reshape(f_shape))]
     df = np.zeros(f_shape, np.result_type(x, np.float32))
     with np.errstate(all="ignore"):
         if _im2col_fits(node, x.shape, f_shape, dy.shape[1:3], x.itemsize):
@@ -148,6 +167,10 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
     """dx[n, position read by tap (i, j) for output (o, p)] += dy[n, o, p] @ filter[i, j].T, over the taps that read
     x only: padded positions are never made."""
     f, dy = wide(args[1]), wide(args[2])
+    if _pointwise(node, f.shape, node.output_descs[0].shape, dy.shape):
+        with np.errstate(all="ignore"):
+            dx = _rows(dy) @ f.reshape(f.shape[2:]).T
+        return [at_dtype(node, 0, dx.reshape(node.output_descs[0].shape))]
     dx = np.zeros(node.output_descs[0].shape, np.result_type(dy, np.float32))
     taps_h, taps_w = _geometry(node, dx.shape, f.shape[:2], dy.shape[1:3])
     sh = node.attrs["strides"][1]
@@ -223,13 +246,14 @@ def _conv2d_backprop_input_workspace(node: Node) -> int:
     return _widened(f, dy, dx) + max(blocks, (dx.num_elements + dy.num_elements) * item)
 
 
+# groups > 1 (a grouped convolution) goes to graph_ir/executors/grouped_conv.py's dispatch
 EXECUTORS = {
-    "Conv2D": _conv2d,
-    "Conv2DBackpropFilter": _conv2d_backprop_filter,
-    "Conv2DBackpropInput": _conv2d_backprop_input,
+    "Conv2D": or_grouped(_conv2d),
+    "Conv2DBackpropFilter": or_grouped(_conv2d_backprop_filter),
+    "Conv2DBackpropInput": or_grouped(_conv2d_backprop_input),
 }
 WORKSPACE = {
-    "Conv2D": _conv2d_workspace,
-    "Conv2DBackpropFilter": _conv2d_backprop_filter_workspace,
-    "Conv2DBackpropInput": _conv2d_backprop_input_workspace,
+    "Conv2D": or_grouped_workspace(_conv2d_workspace),
+    "Conv2DBackpropFilter": or_grouped_workspace(_conv2d_backprop_filter_workspace),
+    "Conv2DBackpropInput": or_grouped_workspace(_conv2d_backprop_input_workspace),
 }

@@ -1,7 +1,9 @@
-"""The nn family's executors (prototypes: graph_ir/opset/nn.py). Products and sums accumulate in float32 (float16 and
+"""The nn family's executors (prototypes: graph_ir/opset/nn.py). Products accumulate in float32 (float16 and
 bfloat16 are widened, then rounded once, as TF's CPU kernels do), but in BLAS's order, not Eigen's: not bitwise
-TF's, within the tolerances the lowering tests state. Softmax and the cross-entropy follow TF's CPU kernels' formulas
-(a max shift, then exp, and for softmax the product with the reciprocal of the sum)."""
+TF's, within the tolerances the lowering tests state. Sums (BiasAddGrad, softmax's and the cross-entropy's
+denominators) accumulate in float64 (reduce.accurate_sum), at least as close to the exact sum as TF's. Softmax and
+the cross-entropy follow TF's CPU kernels' formulas (a max shift, then exp, and for softmax the product with the
+reciprocal of the sum)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import numpy as np
 
 from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype, wide
+from graph_ir.executors.reduce import accurate_sum
 from graph_ir.nodes import Node
 from graph_ir.opset.nn import channel_axis, parse_einsum
 
@@ -46,7 +49,7 @@ def _bias_add_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x = wide(args[0])
     c = channel_axis(node.op, node.name, node.attrs, x.ndim)
     with np.errstate(all="ignore"):
-        return [at_dtype(node, 0, np.sum(x, axis=tuple(k for k in range(x.ndim) if k != c)))]
+        return [at_dtype(node, 0, accurate_sum(x, tuple(k for k in range(x.ndim) if k != c)))]
 
 
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -65,7 +68,7 @@ def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         else:
             shifted = x - np.fmax.reduce(x, axis=axes, keepdims=True)
             e = np.where(np.isnan(shifted), np.inf, np.exp(shifted))
-        y = e * (1 / np.sum(e, axis=axes, keepdims=True))
+        y = e * (1 / accurate_sum(e, axes, keepdims=True).astype(e.dtype))
     return [at_dtype(node, 0, y)]
 
 
@@ -82,9 +85,9 @@ def _sparse_softmax_xent(node: Node, args: list[np.ndarray]) -> list[np.ndarray]
     with np.errstate(all="ignore"):
         shifted = features - np.max(features, axis=1, keepdims=True)
         e = np.exp(shifted)
-        total = np.sum(e, axis=1, keepdims=True)
+        total = accurate_sum(e, 1, keepdims=True)  # float64 for float32 features, so is the log
         loss = np.log(total[:, 0]) - shifted[rows, labels]
-        backprop = e / total
+        backprop = e / total.astype(e.dtype)
         backprop[rows, labels] -= 1
     return [at_dtype(node, 0, loss), at_dtype(node, 1, backprop)]
 

@@ -1,12 +1,14 @@
 """The normalization family's executors (prototypes: graph_ir/opset/norm.py), with TF's CPU formulas
 (fused_batch_norm_op.cc): float32 statistics, the variance of the centered values, rsqrt(variance + epsilon) * scale
-as one factor; not bitwise Eigen's summation order, within the lowering tests' tolerances."""
+as one factor. The sums accumulate in float64 (reduce.accurate_sum) and are rounded once: not bitwise Eigen's
+summation order, at least as close to the exact sums as TF's."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from graph_ir.executors.common import at_dtype
+from graph_ir.executors.reduce import accurate_sum
 from graph_ir.nodes import Node
 from graph_ir.opset.norm import channel_axis
 
@@ -33,10 +35,11 @@ def _batch_norm(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         if node.attrs["is_training"]:
             count = x.size // scale.size
-            mean = np.sum(x, axis=axes) * np.float32(1 / count)
+            mean = (accurate_sum(x, axes) / count).astype(np.float32)
             centered = x - mean.reshape(shape)
-            variance = np.sum(np.square(centered), axis=axes) * np.float32(1 / count)
-            batch_variance = variance * np.float32(count / max(count - 1, 1))
+            variance64 = accurate_sum(np.square(centered), axes) / count
+            variance = variance64.astype(np.float32)
+            batch_variance = (variance64 * (count / max(count - 1, 1))).astype(np.float32)
         else:
             mean, variance = args[3], args[4]
             centered = x - mean.reshape(shape)
@@ -57,13 +60,15 @@ def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     eps = np.float32(node.attrs["epsilon"])
     with np.errstate(all="ignore"):
         inv_std = 1 / np.sqrt(variance + eps)
-        offset_backprop = np.sum(dy, axis=axes)
+        offset_backprop64 = accurate_sum(dy, axes)
+        offset_backprop = offset_backprop64.astype(np.float32)
         centered = x - mean.reshape(shape)
-        scale_backprop = np.sum(dy * centered, axis=axes) * inv_std
+        dyc_sum = accurate_sum(dy * centered, axes)
+        scale_backprop = (dyc_sum * inv_std).astype(np.float32)
         if node.attrs["is_training"]:
             count = x.size // scale.size
-            dy_mean = offset_backprop / np.float32(count)
-            dyc_mean = np.sum(dy * centered, axis=axes) / np.float32(count)
+            dy_mean = (offset_backprop64 / count).astype(np.float32)
+            dyc_mean = (dyc_sum / count).astype(np.float32)
             x_backprop = (scale * inv_std).reshape(shape) * (
                 dy - dy_mean.reshape(shape) - centered * (dyc_mean / (variance + eps)).reshape(shape))
         else:

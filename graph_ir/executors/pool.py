@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.executors.common import at_dtype, wide
+from graph_ir.executors.reduce import accumulator
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps, window_counts
 from graph_ir.nodes import Node
 from graph_ir.opset.conv import pool_geometry
@@ -30,19 +31,21 @@ def _at(axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
-def _reduce(x: np.ndarray, axis: int, taps: list[AxisTap], stride: int, out: int, ufunc, init) -> np.ndarray:
-    """acc[.., o, ..] = ufunc over the taps reading x for output o (along `axis`), starting from init."""
-    acc = np.full((*x.shape[:axis], out, *x.shape[axis + 1:]), init, x.dtype)
+def _reduce(x: np.ndarray, axis: int, taps: list[AxisTap], stride: int, out: int, ufunc, init,
+            dtype=None) -> np.ndarray:
+    """acc[.., o, ..] = ufunc over the taps reading x for output o (along `axis`), starting from init, in `dtype`
+    (x's by default)."""
+    acc = np.full((*x.shape[:axis], out, *x.shape[axis + 1:]), init, dtype or x.dtype)
     for t in taps:
         view = acc[_at(axis, t.writes)]
         ufunc(view, x[_at(axis, t.reads(stride))], out=view)
     return acc
 
 
-def _pooled(node: Node, x: np.ndarray, ufunc, init) -> np.ndarray:
+def _pooled(node: Node, x: np.ndarray, ufunc, init, dtype=None) -> np.ndarray:
     taps_h, taps_w, (ho, wo), _ = _geometry(node, x.shape)
     sh, sw = node.attrs["strides"][1:3]
-    return _reduce(_reduce(x, 2, taps_w, sw, wo, ufunc, init), 1, taps_h, sh, ho, ufunc, init)
+    return _reduce(_reduce(x, 2, taps_w, sw, wo, ufunc, init, dtype), 1, taps_h, sh, ho, ufunc, init, dtype)
 
 
 def _max_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -63,9 +66,12 @@ def _counts(node: Node, shape) -> np.ndarray:
 
 
 def _avg_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The window sums accumulate in float64 for float32 x (reduce.accumulator; 8 bytes per element, as the
+    workspace counts), so the mean is rounded once, at least as close to the exact one as TF's."""
     x = wide(args[0])
     with np.errstate(all="ignore"):
-        return [at_dtype(node, 0, _pooled(node, x, np.add, 0) / _counts(node, x.shape).astype(x.dtype))]
+        sums = _pooled(node, x, np.add, 0, accumulator(x))
+        return [at_dtype(node, 0, sums / _counts(node, x.shape).astype(sums.dtype))]
 
 
 def _avg_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
