@@ -7,13 +7,13 @@ does on the Variables of the same names.
 
 Asserted: the overflowing step is skipped in both (the weights, slots and optimizer's iterations unchanged across it,
 the scale halved, the counter reset), the other steps apply; every variable, slot, counter and the loss within 1e-5
-of its own scale (FLOAT32_TOLERANCE). Measured (K = 4): every variable, slot and counter bitwise TF's (0.0), the
-loss within 9e-8.
+of its own scale (FLOAT32_TOLERANCE).
 
-The model has no biases on purpose: TF's grappler remapper fuses Conv2D/MatMul with the BiasAdd after it
-(_FusedConv2D, _FusedMatMul), which adds the bias before rounding to float16, while the lowered graph, like the TF
-graph it comes from, rounds the convolution first; with biases the two differ by float16 roundings (measured 6e-4
-on the first layer's output)."""
+The Conv2D and Dense layers keep their biases: TF's grappler remapper (with oneDNN, its x86 default) fuses each
+float16 Conv2D and MatMul with the BiasAdd after it and rounds to float16 once, and so does the lowering (one GE
+Conv2D, one MatMulV2 with a bias input; graph_ir/lowering/ops/conv.py and nn.py). Measured (K = 4): every variable,
+slot and counter bitwise TF's (0.0), the loss within 1.0e-7; rounding the products first instead (a Conv2D or
+MatMulV2, then a BiasAdd) left them 7.5e-4 (PowerSign) and 1.1e-3 (FusedEmaAdam) apart, the loss 5.0e-4."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from keras import layers
+from tensorflow.python.util import _pywrap_util_port
 
 import graph_ir
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
@@ -37,9 +38,8 @@ OVERFLOW = 1  # the step whose scaled gradients overflow float16
 def _model() -> keras.Model:
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        return keras.Sequential([keras.Input((8, 8, 3)), layers.Conv2D(4, 3, activation="relu", use_bias=False),
-                                 layers.MaxPooling2D(), layers.Conv2D(6, 3, use_bias=False), layers.Flatten(),
-                                 layers.Dense(5, use_bias=False)])
+        return keras.Sequential([keras.Input((8, 8, 3)), layers.Conv2D(4, 3, activation="relu"),
+                                 layers.MaxPooling2D(), layers.Conv2D(6, 3), layers.Flatten(), layers.Dense(5)])
     finally:
         keras.mixed_precision.set_global_policy("float32")
 
@@ -79,6 +79,9 @@ def test_mixed_float16_cnn_with_loss_scale_optimizer_skips_the_overflowing_step(
     types = {n.type for g in (graph, *graph.subgraphs.values()) for n in g.nodes.values()}
     assert {"If", "IsFinite", "ReduceAll"} <= types, sorted(types)
     assert ("ApplyFusedEmaAdam" if optimizer == "fused_ema_adam" else "InplaceApplyPowerSign") in types
+    if _pywrap_util_port.IsMklEnabled():  # the forward Conv2Ds and the Dense's MatMul take their BiasAdds in
+        biased = [n.type for n in graph.nodes.values() if n.type in ("Conv2D", "MatMulV2") and len(n.inputs) == 3]
+        assert sorted(biased) == ["Conv2D", "Conv2D", "MatMulV2"] and not graph.nodes_of_type("BiasAdd"), biased
     path = os.path.join(tmp_path, "step.air")
     graph.save(path)
     session = graph_ir.Session()

@@ -2,8 +2,8 @@
 and its gradients onto the GE ops of the same names, TF's padding ("SAME", "VALID", "EXPLICIT") turned into GE's pads
 [top, bottom, left, right] from the static shapes as TF computes them; the pools onto the GE pools, attributes kept.
 A grouped convolution (the filter takes C/g of x's C channels: Keras Conv2D(groups=g)) sets GE's `groups` = g. A
-bfloat16 Conv2D read only by a BiasAdd lowers with it as one GE Conv2D with its bias input, as TF (oneDNN) fuses
-them and rounds once."""
+bfloat16 or float16 Conv2D read only by a BiasAdd lowers with it as one GE Conv2D with its bias input, as TF (oneDNN)
+fuses them and rounds once."""
 
 from __future__ import annotations
 
@@ -31,14 +31,24 @@ def _pads(node, size: tuple[int, int], kernel: tuple[int, int]) -> list[int]:
     return pads
 
 
+def conv_groups(node, x_channels: int, filter_in_channels: int, out_channels: int) -> int:
+    """GE Conv2D's `groups` for TF's Conv2D (or a gradient) whose filter takes filter_in_channels of x's x_channels
+    (a grouped convolution, Keras Conv2D(groups=g)): x_channels / filter_in_channels, refused unless it divides both
+    x's and the output's channels (what TF's grouped kernels require)."""
+    groups, rest = divmod(x_channels, filter_in_channels) if filter_in_channels > 0 else (0, 1)
+    if rest or groups < 1 or out_channels % groups:
+        raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: x has {x_channels} channels and the filter "
+                            f"{filter_in_channels} inputs and {out_channels} outputs; a grouped convolution needs the "
+                            "filter's inputs to divide x's channels into groups that divide the outputs")
+    return groups
+
+
 def _conv_attrs(node, size, kernel, channels: tuple[int, int, int] | None = None) -> dict:
     """GE's attrs; with channels (x's, the filter's inputs, its outputs) also `groups` when the convolution is
     grouped (TF's Conv2D with a filter of fewer inputs than x's channels, Keras Conv2D(groups=g))."""
     attrs = {"strides": tf_attr(node, "strides"), "pads": _pads(node, size, kernel),
              "dilations": tf_attr(node, "dilations") or [1, 1, 1, 1], "data_format": "NHWC"}
     if channels is not None:
-        from graph_ir.lowering.ops.depthwise import conv_groups  # depthwise imports this module
-
         groups = conv_groups(node, *channels)
         if groups > 1:
             attrs["groups"] = groups
@@ -56,13 +66,15 @@ def _static(ctx, node, handle, what: str) -> list[int]:
 # fuses them with oneDNN (tensorflow/core/grappler/optimizers/remapper.cc, _MklNativeFusedConv2D): the sum and the
 # bias added in float32 and rounded once (graph_ir/executors/conv.py), where a Conv2D then a BiasAdd round twice.
 # float32 is not fused: measured on test_mixed_bfloat16_cnn_step's model in float32 (tests/graph_ir/
-# test_lowering_cnn.py), fusing changed no value of its K steps.
-FUSED_BIAS_DTYPES = ("bfloat16",)
+# test_lowering_cnn.py), fusing changed no value of its K steps. float16 is fused as bfloat16 is: measured, TF's
+# tf.function Conv2D + BiasAdd (and MatMul + BiasAdd, graph_ir/lowering/ops/nn.py) in float16 rounds once, with or
+# without a Relu after, where eager (and TF without oneDNN) rounds twice (tests/graph_ir/test_lowering_cnn.py).
+FUSED_BIAS_DTYPES = ("bfloat16", "float16")
 
 
 def _tf_runs_onednn() -> bool:
     """Whether this TF runs oneDNN's kernels (the x86 build's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off).
-    Without them TF's bfloat16 Conv2D and BiasAdd run apart (Eigen's kernels), each rounding."""
+    Without them TF's bfloat16 and float16 Conv2D (and MatMul) and BiasAdd run apart, each rounding."""
     try:
         from tensorflow.python.util import _pywrap_util_port
     except ImportError:
@@ -70,11 +82,12 @@ def _tf_runs_onednn() -> bool:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
-def _bias_add_to_fuse(ctx, node, attrs: dict):
-    """The BiasAdd (NHWC) that alone reads TF Conv2D `node`, to lower with it (as TF runs them), or None."""
+def bias_add_to_fuse(ctx, node, dtypes: tuple[str, ...] = FUSED_BIAS_DTYPES):
+    """The BiasAdd (NHWC) that alone reads TF `node` (a Conv2D or MatMul of dtype T in `dtypes`), to lower with it
+    (as TF with oneDNN runs them), or None."""
     reader = ctx.sole_reader(node.name)
-    if (tf_attr(node, "T").name not in FUSED_BIAS_DTYPES or not _tf_runs_onednn() or "groups" in attrs
-            or reader is None or reader.op != "BiasAdd" or tf_attr(reader, "data_format") not in (None, "NHWC")
+    if (tf_attr(node, "T").name not in dtypes or not _tf_runs_onednn() or reader is None or reader.op != "BiasAdd"
+            or tf_attr(reader, "data_format") not in (None, "NHWC")
             or reader.input[0] not in (node.name, f"{node.name}:0") or any(t.startswith("^") for t in reader.input)):
         return None
     return reader
@@ -84,10 +97,10 @@ def _bias_add_to_fuse(ctx, node, attrs: dict):
 def _conv2d(ctx, node, inputs):
     x, f = inputs
     attrs = _conv_attrs(node, x.shape[1:3], f.shape[:2], (x.shape[3], *f.shape[2:]))
-    bias_add = _bias_add_to_fuse(ctx, node, attrs)
+    bias_add = None if "groups" in attrs else bias_add_to_fuse(ctx, node)
     if bias_add is None:
         return ctx.add("Conv2D", [x, f], attrs)
-    # GE Conv2D's bias is float16 or float32 (its REG_OP): the bfloat16 bias, exactly, in float32
+    # GE Conv2D's bias is float16 or float32 (its REG_OP): the bfloat16 (or float16) bias, exactly, in float32
     bias = ctx.handle_now(bias_add.input[1])
     if bias.dtype.name != "float32":
         bias = _output(ctx.add("Cast", [bias], {"dst_type": "float32"}, suffix="bias"))
