@@ -22,7 +22,8 @@ from typing import Any
 from graph_ir import nesting, opset, registry, serialize  # noqa: F401 (opset registers the op families)
 from graph_ir.errors import GraphError
 from graph_ir.nodes import Handle, Node, TensorDesc
-from graph_ir.verify import check_list_count, infer_outputs, verify_attrs, verify_inputs
+from graph_ir.output_rules import infer_outputs
+from graph_ir.verify import check_list_count, verify_attrs, verify_inputs
 
 NET_OUTPUT = "NetOutput"  # the reserved name (and type) of the output node
 

@@ -18,7 +18,7 @@ from graph_ir.errors import GraphError
 ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 WITH_VARIANT = (*ALL_DTYPES, "variant")  # what passes TensorList handles on: graph inputs and outputs, Identity
 
-# How a node's output descs are known (graph_ir/verify.py has one rule per name):
+# How a node's output descs are known (graph_ir/output_rules.py has one rule per name):
 #   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
 #   "value"    the `value` attribute's dtype and shape (Const, Variable)
 #   "refs"     each output is the input of the same name (in-place ops)

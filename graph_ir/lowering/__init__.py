@@ -27,6 +27,7 @@ from typing import Any
 
 from graph_ir.errors import LoweringError
 from graph_ir.graph import Graph
+from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.report import missing_ops, op_table
 from graph_ir.lowering.table import LOWERINGS
@@ -53,4 +54,4 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
         step = prepare(fn, args, fetches, session)
     with lowering_errors(f"lowering {step.name}"):
         return Lowerer(step.graph_def, step.name, args=step.args, variables=step.variables, outputs=step.outputs,
-                       must_run=step.must_run).run()
+                       must_run=step.must_run, functional=lower_functional).run()

@@ -11,6 +11,7 @@ the verifier, which the lowering reports as a LoweringError naming the TF node (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from graph_ir.graph import Graph
 from graph_ir.lowering.capture import parse_tensor
 from graph_ir.nodes import Handle, Node
 
+# The lowering of TF's functional ops (If/Case/While: graph_ir/lowering/control.py), fn(ctx, node_def, inputs).
+FunctionalLowering = Callable[["LoweringContext", Any, list[Handle]], Any]
 FOLD_LIMIT = 4096  # the most elements a folded input or result may have (larger results stay GE nodes)
 _NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep read-before-write order
 
@@ -29,8 +32,11 @@ _NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep re
 class LoweringContext:
     """The lowering's GE graph and the GE counterparts of the TF nodes lowered so far."""
 
-    def __init__(self, name: str, nodes: dict[str, Any]):
+    def __init__(self, name: str, nodes: dict[str, Any], functional: FunctionalLowering | None = None):
         self.nodes = nodes  # TF node name -> NodeDef
+        # It lowers the functions of If/While with sub-lowerings, so it sits above them and is handed down: given to
+        # the root lowering by graph_ir.lowering.from_tensorflow, passed on to each sub-lowering (lowering/functions.py).
+        self.functional = functional
         self.graph = Graph(name)
         # TF node name -> its GE node (outputs in TF order), the GE handles of its outputs, or None (no outputs).
         self.lowered: dict[str, Node | list[Handle] | None] = {}

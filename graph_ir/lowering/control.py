@@ -147,6 +147,14 @@ def _loop_info(before: ListInfo, after: ListInfo, where: str) -> ListInfo:
                     constant)
 
 
+def lower_functional(ctx, node, handles: list[Handle]):
+    """TF If, StatelessIf, Case, StatelessCase, While or StatelessWhile onto the GE op of the same name (what the
+    lowerings of graph_ir/lowering/ops/control.py call through the lowering context)."""
+    if node.op in WHILE_OPS:
+        return lower_while(ctx, node, handles)
+    return lower_if_or_case(ctx, node, handles)
+
+
 def lower_while(ctx, node, handles: list[Handle]):
     """While/StatelessWhile (cond, body) onto the GE op of the same name; resource loop variables stay out of the GE
     loop state (the subgraphs use the variables themselves)."""

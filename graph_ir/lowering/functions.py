@@ -40,7 +40,8 @@ class FunctionLowerer(Lowerer):
     def __init__(self, graph_def, name: str, *, params: dict[str, Param], value_args: list[str], outputs: list[str],
                  must_run: list[str], parent, optional_descs: dict[str, TensorDesc]):
         variables = {arg: p.variable for arg, p in params.items() if p.variable is not None}
-        super().__init__(graph_def, name, args=value_args, variables=variables, outputs=outputs, must_run=must_run)
+        super().__init__(graph_def, name, args=value_args, variables=variables, outputs=outputs, must_run=must_run,
+                         functional=parent.functional)
         self.params, self.optional_descs = params, optional_descs
         self.library = parent.library
         self.scalar_only -= set(value_args)  # parameters keep the parent's shapes

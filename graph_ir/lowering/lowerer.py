@@ -17,7 +17,7 @@ from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering import ops
 from graph_ir.lowering.capture import attr_value, parse_tensor
-from graph_ir.lowering.context import LoweringContext
+from graph_ir.lowering.context import FunctionalLowering, LoweringContext
 from graph_ir.lowering.inline import is_stateful
 from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, INPUTS, LOWERINGS, MULTI_LOWERINGS, OpLowering
@@ -31,8 +31,8 @@ class Lowerer(LoweringContext):
     empty_ok = False  # whether a graph that runs and returns nothing is fine (a function lowered into a subgraph)
 
     def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
-                 outputs: list[str], must_run: list[str]):
-        super().__init__(name, {n.name: n for n in graph_def.node})
+                 outputs: list[str], must_run: list[str], functional: FunctionalLowering | None = None):
+        super().__init__(name, {n.name: n for n in graph_def.node}, functional)
         self.args, self.variables, self.outputs, self.must_run = args, variables, outputs, must_run
         self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
         self.stateful: list[Node] = []

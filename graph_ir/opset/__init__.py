@@ -15,8 +15,9 @@ from graph_ir.opset import (
            random,
            resize,
            slicing,
+           splitting,
            tensorlist,
 )
 
 __all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
-           "slicing", "tensorlist"]
+           "slicing", "splitting", "tensorlist"]

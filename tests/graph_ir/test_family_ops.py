@@ -5,6 +5,8 @@ scale."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import zlib
 
 import numpy as np
@@ -13,7 +15,6 @@ import tensorflow as tf
 
 import graph_ir
 from graph_ir.lowering import ops
-from tests.graph_ir.test_random_ops import TESTED as RANDOM_TESTED
 from tests.helpers.train_steps import scaled_difference
 
 ROUNDING = 2e-6  # a few roundings apart: exp, tanh, erf, softmax (Eigen's approximations), pooling sums in another order
@@ -105,20 +106,28 @@ def test_lowered_op_runs_like_tensorflow(name):
             assert scaled_difference(g, w) <= tolerance, (name, scaled_difference(g, w))
 
 
+# The per-op test modules: each exports CASES (named "<TF op>" or "<TF op>-<case>") or TESTED (TF op names), the ops
+# it lowers and runs beside TensorFlow. Imported when checked: they import this module's helpers.
+PER_OP_TESTS = ("test_activation_ops", "test_conv_ops", "test_depthwise_ops", "test_grouped_conv", "test_slicing_ops",
+                "test_tile_gather", "test_random_ops", "test_tensorlist_ops", "test_lowering_control", "test_rnn_steps")
+
+
+def ops_tested_by(module) -> set[str]:
+    """The TF ops a per-op test module says it tests (its CASES' names before any "-", and its TESTED)."""
+    return {name.split("-")[0] for name in getattr(module, "CASES", ())} | set(getattr(module, "TESTED", ()))
+
+
 def test_every_family_lowering_is_tested_or_covered_by_a_step():
-    """Each TF op of the families is tested alone above, or by the whole-step tests (shape plumbing that only
-    appears folded), or by the conv family's tests."""
+    """Each TF op of the families is tested alone above or by a per-op test module (PER_OP_TESTS), or is shape
+    plumbing that only appears folded, or shares its lowering with a tested op."""
     folded_only = {"ShapeN", "Size", "Rank", "BroadcastGradientArgs", "Fill", "ZerosLike", "OnesLike", "Cast",
                    "BatchMatMulV3"}
     same_as_tested = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod", "FloorDiv", "Cos",
                       "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor", "Exp", "Log", "Less",
                       "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SelectV2"}
-    conv = {"Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad"}
-    untested = set(ops.LOWERINGS) - set(CASES) - folded_only - same_as_tested - conv - set(RANDOM_TESTED)
-    # The other families' own per-op tests (imported here: they import this module's helpers).
-    from tests.graph_ir import test_activation_ops, test_depthwise_ops, test_slicing_ops
-    for family_cases in (test_slicing_ops.CASES, test_activation_ops.CASES, test_depthwise_ops.CASES):
-        untested -= {name.split("-")[0] for name in family_cases}
+    untested = set(ops.LOWERINGS) - ops_tested_by(sys.modules[__name__]) - folded_only - same_as_tested
+    for name in PER_OP_TESTS:
+        untested -= ops_tested_by(importlib.import_module(f"tests.graph_ir.{name}"))
     assert not untested, sorted(untested)
 
 

@@ -17,6 +17,11 @@ from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS
 from tests.helpers import train_steps
 
 STEPS = 4
+# The TF ops these tests lower and run beside TensorFlow (tests/graph_ir/test_family_ops.py reads it): the custom
+# step's (its types asserted, VariableShape from its while_loop's gradient over the variable u), and Case from
+# test_a_switch_case_writing_a_variable_lowers_to_case.
+TESTED = ("If", "StatelessIf", "Case", "StatelessCase", "While", "StatelessWhile", "VariableShape", "EmptyTensorList",
+          "TensorListPushBack", "TensorListPopBack")
 
 
 def remembered(batch):
@@ -91,6 +96,26 @@ def test_subgraphs_hold_the_variables_their_functions_write():
         want = step(x).numpy()
         np.testing.assert_array_equal(got, want)  # the read after the If sees the branch's write
         np.testing.assert_array_equal(session.get_variables([name])[0], v.numpy())
+
+
+def test_a_switch_case_writing_a_variable_lowers_to_case():
+    """A tf.switch_case whose branches write a variable is TF's (stateful) Case, lowered to GE's Case; an index out
+    of range runs the last branch, as TF's Case does."""
+    v = tf.Variable(np.arange(3, dtype=np.float32), name="written_in_case")
+
+    @tf.function
+    def step(k, x):
+        tf.switch_case(k, [lambda: v.assign(v * x), lambda: v.assign_add(x), lambda: v.assign_sub(x)])
+        return v.read_value()
+
+    graph = graph_ir.from_tensorflow(step, tf.TensorSpec((), tf.int32), tf.TensorSpec((3,), tf.float32))
+    assert len(graph.nodes_of_type("Case")) == 1
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    x = np.array([1.5, -2.0, 0.0], np.float32)
+    for k in (0, 1, 2, 7, -1):
+        np.testing.assert_array_equal(session.run_graph(0, [np.int32(k), x])[0], step(np.int32(k), x).numpy())
+        np.testing.assert_array_equal(session.get_variables([graph.variable_name(v)])[0], v.numpy())
 
 
 def test_a_branch_that_does_nothing():

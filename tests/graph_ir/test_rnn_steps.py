@@ -18,6 +18,9 @@ from keras import layers
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
 from tests.helpers import train_steps
 
+# The TF ops the loop steps lower, asserted in their graphs (tests/graph_ir/test_family_ops.py reads it).
+TESTED = ("While", "StatelessWhile", "TensorListFromTensor", "TensorListGetItem", "TensorListPushBack",
+          "TensorListPopBack", "TensorListStack")
 RNNS = {
     "lstm": lambda unroll: layers.LSTM(5, unroll=unroll),
     "gru": lambda unroll: layers.GRU(5, unroll=unroll),

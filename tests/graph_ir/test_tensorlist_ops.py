@@ -18,6 +18,9 @@ from graph_ir.dtypes import as_dtype
 from graph_ir.executors import tensorlist
 
 F32 = tf.float32
+# The TF list ops _sequence_ops runs, each once (tests/graph_ir/test_family_ops.py reads it).
+TESTED = ("TensorListFromTensor", "TensorListGetItem", "TensorListReserve", "TensorListSetItem", "TensorListStack",
+          "EmptyTensorList", "TensorListPushBack", "TensorListPopBack", "TensorListLength", "TensorListElementShape")
 
 
 def _values(shape, dtype, seed: int) -> np.ndarray:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from graph_ir import Const, Data, Graph, ops
+from graph_ir import Const, Data, Graph, Session, ops
 from graph_ir.nodes import Handle, Node
 
 Spec = tuple[str, tuple[int, ...]]  # (dtype, shape) of a parameter
@@ -122,3 +122,10 @@ def nested_ifs(depth: int) -> Graph:
         node = functional(root, "If", [Const(np.bool_(True)), x], [inner, subgraph("e1", params, lambda v: [v])])
         root.set_outputs([node.output(0)])
     return root
+
+
+def run(graph: Graph, *inputs, session: Session | None = None) -> list[np.ndarray]:
+    """graph's outputs for `inputs`, run in `session` (a fresh graph_ir.Session by default) as graph 0."""
+    session = session or Session()
+    session.add_graph(0, graph)
+    return session.run_graph(0, list(inputs))

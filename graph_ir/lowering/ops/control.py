@@ -14,11 +14,13 @@ from graph_ir.lowering.ops.common import maps_to, tf_attr
 def _functional(ge_type: str):
     @maps_to(ge_type)
     def lower(ctx, node, inputs):
-        from graph_ir.lowering import control  # imports the Lowerer, which imports this package
-
-        if ge_type in control.WHILE_OPS:
-            return control.lower_while(ctx, node, inputs)
-        return control.lower_if_or_case(ctx, node, inputs)
+        # The lowering itself (graph_ir/lowering/control.py) lowers the node's functions with sub-lowerings, so it
+        # sits above the Lowerer and reaches this table through the context that the root lowering was given.
+        if ctx.functional is None:
+            raise LoweringError(f"TF {node.op} {node.name!r}: this lowering was made without the functional-op "
+                                "lowering (graph_ir.lowering.control.lower_functional); use "
+                                "graph_ir.lowering.from_tensorflow")
+        return ctx.functional(ctx, node, inputs)
 
     return lower
 

@@ -6,7 +6,7 @@ position, TF's filter [kh, kw, C, multiplier] kept as GE's HWCN filter, and TF's
 float16 or bfloat16 step casts it back to TF's dtype.
 
 The two gradients are refused where TF's CPU kernels for them (tensorflow/core/kernels/depthwise_conv_grad_op.cc)
-compute something else than GE's ops would (measured: tests/graph_ir/test_depthwise_ops.py): with dilations other
+compute something else than GE's ops would (measured: tests/graph_ir/test_depthwise_limits.py): with dilations other
 than 1 they compute the undilated gradient; with EXPLICIT padding the padding takes part as zeros, so an inf or NaN
 meeting it gives NaN (0 * inf), where SAME's and VALID's and GE's pads contribute nothing."""
 
@@ -56,18 +56,6 @@ def _backprop_filter(ctx, node, inputs):
         return grad
     return ctx.add("Cast", [grad[0] if isinstance(grad, list) else grad.output(0)], {"dst_type": dtype},
                    suffix="cast")
-
-
-def conv_groups(node, x_channels: int, filter_in_channels: int, out_channels: int) -> int:
-    """GE Conv2D's `groups` for TF's Conv2D (or a gradient) whose filter takes filter_in_channels of x's x_channels
-    (a grouped convolution, Keras Conv2D(groups=g)): x_channels / filter_in_channels, refused unless it divides both
-    x's and the output's channels (what TF's grouped kernels require)."""
-    groups, rest = divmod(x_channels, filter_in_channels) if filter_in_channels > 0 else (0, 1)
-    if rest or groups < 1 or out_channels % groups:
-        raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: x has {x_channels} channels and the filter "
-                            f"{filter_in_channels} inputs and {out_channels} outputs; a grouped convolution needs the "
-                            "filter's inputs to divide x's channels into groups that divide the outputs")
-    return groups
 
 
 LOWERINGS = {

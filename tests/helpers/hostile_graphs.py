@@ -1,0 +1,64 @@
+"""Helpers of the hostile-graph tests (tests/graph_ir/test_hostile_conv_*.py, test_hostile_subgraph*.py): a graph
+built, saved, loaded and run with its peak memory and time; and the ModelDef surgery that makes a hostile file."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import graph_ir
+from graph_ir import Graph, proto
+
+MiB = 2**20
+S1 = [1, 1, 1, 1]
+
+
+def run_hostile(build, inputs, *, via_file: bool = True) -> tuple[list[np.ndarray], int, float]:
+    """Builds build(*Data handles), saves and loads it, runs it in a Session: (outputs, the bytes the run allocated
+    at its peak, seconds)."""
+    graph = graph_ir.Graph("hostile")
+    with graph:
+        out = build(*[graph_ir.Data(k, str(a.dtype), a.shape, name=f"in{k}") for k, a in enumerate(inputs)])
+        graph.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
+    if via_file:
+        graph = graph_ir.loads(graph.to_model_def().SerializeToString())
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        outputs = session.run_graph(0, list(inputs))
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return outputs, peak, seconds
+
+
+def ints(*values) -> np.ndarray:
+    """An int32 array of `values` (shape and size inputs)."""
+    return np.array(values, np.int32)
+
+
+def model_def(graph: Graph):
+    """The graph's ModelDef, to make hostile by editing its fields."""
+    return proto.ModelDef.FromString(graph.serialize())
+
+
+def graph_def_named(model, name):
+    """The GraphDef of `model` named `name`."""
+    return next(g for g in model.graph if g.name == name)
+
+
+def op_named(model, graph, name):
+    """The OpDef `name` of `model`'s GraphDef `graph`."""
+    return next(op for op in graph_def_named(model, graph).op if op.name == name)
+
+
+def assert_loads_error(model, match: str) -> None:
+    """Loading `model` raises a GraphError matching `match`."""
+    with pytest.raises(graph_ir.GraphError, match=match):
+        graph_ir.loads(model.SerializeToString())
