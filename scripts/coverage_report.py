@@ -71,7 +71,7 @@ def _models_section() -> list[str]:
 
 
 def _layers_section() -> list[str]:
-    from tests.graph_ir.test_keras_layers import AUGMENTATIONS, CASES, LEFT_OUT, augmentation_refusal
+    from tests.helpers.keras_layers import AUGMENTATIONS, CASES, LEFT_OUT, augmentation_refusal
 
     lines = ["## Keras layers", "",
              ("tests/graph_ir/test_keras_layers.py: a tiny model per layer, its training step lowered and run K = 2 "
