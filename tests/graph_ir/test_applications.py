@@ -37,7 +37,8 @@ path is covered where it is well conditioned: tests/graph_ir/test_lowering_cnn.p
 
 Models that cannot lower yet are xfail(strict=True) with the LoweringError's message (the test checks the message
 and flips when the lowering lands). Heavy models are `slow`; the deeper and wider members of a family (ResNet152,
-DenseNet169, EfficientNetB1-B7, ...; same code, same ops) run only with GRAPH_IR_ALL_APPLICATIONS=1.
+DenseNet169, EfficientNetB1-B7, ...; same code, same ops) run only with GRAPH_IR_ALL_APPLICATIONS=1; that each of
+them lowers (no op missing, the graph verifies) is checked by test_application_variants.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import numpy as np
 import pytest
 
 import graph_ir
-from tests.helpers import ROOT, applications
+from tests.helpers import ROOT, application_processes, applications
 from tests.helpers.applications import APPLICATIONS
 
 
@@ -58,7 +59,8 @@ def _marks(label: str) -> list:
     app = APPLICATIONS[label]
     marks = [pytest.mark.slow] if app.slow else []
     if app.variant_of:
-        reason = f"a deeper or wider {app.variant_of}: same code and ops; set GRAPH_IR_ALL_APPLICATIONS=1 to run it"
+        reason = (f"a deeper or wider {app.variant_of}: same code and ops (test_application_variants.py lowers it); "
+                  "set GRAPH_IR_ALL_APPLICATIONS=1 to run it")
         marks.append(pytest.mark.skipif(not applications.ALL, reason=reason))
     if app.refusal:
         marks.append(pytest.mark.xfail(strict=True, raises=graph_ir.LoweringError, reason=app.refusal))
@@ -94,7 +96,7 @@ def test_the_table_holds_every_keras_application():
 def test_tf_own_noise(tmp_path):
     """The bounds against TF's own disagreement with itself (oneDNN against Eigen) on VGG16: (a) holds for TF
     itself, and (b) is of the order of TF's own variable noise, not looser."""
-    gradient, variables = applications.tf_own_noise("VGG16", True, str(tmp_path))
+    gradient, variables = application_processes.tf_own_noise("VGG16", True, str(tmp_path))
     assert gradient <= applications.GRADIENT_TOLERANCE, gradient
     assert applications.VARIABLE_TOLERANCE / 10 <= variables <= applications.VARIABLE_TOLERANCE, variables
 
@@ -103,7 +105,7 @@ def test_tf_own_noise(tmp_path):
 def test_batch_statistics_are_chaotic_in_tf_itself(tmp_path):
     """Why BatchNormalization is frozen: with batch statistics, TF's oneDNN and Eigen runs of MobileNetV2 disagree
     by a sizeable fraction of the largest gradient."""
-    gradient, _ = applications.tf_own_noise("MobileNetV2", False, str(tmp_path))
+    gradient, _ = application_processes.tf_own_noise("MobileNetV2", False, str(tmp_path))
     assert gradient >= 0.1, gradient
 
 

@@ -5,8 +5,6 @@ K steps of the lowered step in graph_ir.Session beside K steps in TensorFlow on 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +15,6 @@ import tensorflow as tf
 from keras.src.applications import efficientnet, efficientnet_v2
 
 import graph_ir
-from tests.helpers import ROOT
 from tests.helpers.lowering import captured, session_values, state_name
 from tf_plugin.optimizers import FusedEmaAdam
 
@@ -118,6 +115,20 @@ def gradient_step(model: keras.Model, optimizer) -> Callable:
     return step
 
 
+def training_step(app: Application, batch: int = BATCH, seed: int = 7
+                  ) -> tuple[keras.Model, FusedEmaAdam, Callable, list[tf.TensorSpec]]:
+    """Builds `app` (weights=None, seeded) and its step with FusedEmaAdam, run once in TF on a `batch` of fresh
+    images so that the optimizer's state exists, as the first step of fit does. Returns (model, optimizer, step,
+    the step's input specs)."""
+    keras.utils.set_random_seed(seed)
+    model = app.build()
+    optimizer = FusedEmaAdam(LEARNING_RATE, weight_decay=0.01)
+    step = gradient_step(model, optimizer)
+    specs = [tf.TensorSpec((batch, app.size, app.size, 3), tf.float32), tf.TensorSpec((batch,), tf.int32)]
+    step(*batches(seed, app.size, batch)(-1))
+    return model, optimizer, step, specs
+
+
 @dataclass
 class Comparison:
     """What one model's K steps gave: the largest gradient difference as a fraction of the largest gradient (the
@@ -133,13 +144,13 @@ class Comparison:
     uncompared: list[str]  # trainable variables the graph does not hold (should be none)
 
 
-def _scaled(got: np.ndarray, want: np.ndarray, floor: float = 1e-30) -> float:
+def scaled_difference(got: np.ndarray, want: np.ndarray, floor: float = 1e-30) -> float:
     """max |got - want| / max(max |want|, floor)."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), floor)) if want.size else 0.0
 
 
-def _absolute(got: np.ndarray, want: np.ndarray) -> float:
+def absolute_difference(got: np.ndarray, want: np.ndarray) -> float:
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     return float(np.max(np.abs(got - want))) if want.size else 0.0
 
@@ -150,13 +161,9 @@ def run_application(app: Application, folder: str, steps: int = K, seed: int = 7
     TF steps on the same batches. Raises graph_ir.LoweringError if the step cannot be lowered."""
     seconds = {}
     start = time.perf_counter()
-    keras.utils.set_random_seed(seed)
-    model = app.build()
-    optimizer = FusedEmaAdam(LEARNING_RATE, weight_decay=0.01)
-    step = gradient_step(model, optimizer)
-    specs = [tf.TensorSpec((BATCH, app.size, app.size, 3), tf.float32), tf.TensorSpec((BATCH,), tf.int32)]
+    model, optimizer, step, specs = training_step(app, BATCH, seed)
     batch = batches(seed, app.size)
-    step(*batch(-1))  # builds the optimizer's state, as the first step of fit does
+    batch(-1)  # the batch training_step ran, drawn again so that the K batches below stay the same
     seconds["tf build"] = time.perf_counter() - start
     start = time.perf_counter()
     graph = graph_ir.from_tensorflow(step, *specs)
@@ -177,71 +184,19 @@ def run_application(app: Application, folder: str, steps: int = K, seed: int = 7
         start = time.perf_counter()
         want_loss, want_grads = step(*args)
         tf_time += time.perf_counter() - start
-        loss = max(loss, _scaled(got[0], want_loss.numpy()))
+        loss = max(loss, scaled_difference(got[0], want_loss.numpy()))
         if k == 0:  # the same weights on both sides: the gradients of one call
             want = [g.numpy() for g in want_grads]
             assert len(got) == 1 + len(want) and all(g.shape == w.shape for g, w in zip(got[1:], want))
             largest = max(float(np.max(np.abs(w))) for w in want)
-            gradient = max(_absolute(g, w) for g, w in zip(got[1:], want)) / largest
+            gradient = max(absolute_difference(g, w) for g, w in zip(got[1:], want)) / largest
     seconds["ge steps"], seconds["tf steps"] = ge_time, tf_time
     variables, absolute = {}, {}
     for v, got in zip(state, session_values(graph, session, state)):
         name, want = state_name(graph, v), v.numpy()
         assert got.dtype == want.dtype and got.shape == want.shape, name
-        variables[name], absolute[name] = _scaled(got, want, SCALE_FLOOR), _absolute(got, want)
+        variables[name], absolute[name] = scaled_difference(got, want, SCALE_FLOOR), absolute_difference(got, want)
     return Comparison(gradient, variables, absolute, loss, seconds, graph, uncompared)
-
-
-def tf_only(app: Application, frozen_batch_norm: bool = FROZEN_BATCH_NORM, weights: str | None = None,
-            steps: int = K, seed: int = 7) -> dict[str, np.ndarray]:
-    """TF's side of run_application alone, from the weights saved at `weights` if given: the first call's gradients
-    ("grad:<variable path>") and every model and optimizer variable after `steps` steps ("<variable path>")."""
-    keras.utils.set_random_seed(seed)
-    model = app.build(frozen_batch_norm)
-    if weights:
-        model.load_weights(weights)
-    optimizer = FusedEmaAdam(LEARNING_RATE, weight_decay=0.01)
-    step = gradient_step(model, optimizer)
-    batch = batches(seed, app.size)
-    step(*batch(-1))
-    out = {}
-    for k in range(steps):
-        _, grads = step(*batch(k))
-        if k == 0:
-            out.update({f"grad:{v.path}": g.numpy() for v, g in zip(model.trainable_variables, grads)})
-    out.update({v.path: np.asarray(v.numpy()) for v in [*model.variables, *optimizer.variables]})
-    return out
-
-
-def _tf_only_in_subprocess(label: str, frozen_batch_norm: bool, weights: str, onednn: bool,
-                           path: str) -> dict[str, np.ndarray]:
-    code = (f"import numpy as np; from tests.helpers.applications import APPLICATIONS, tf_only; "
-            f"np.savez({path!r}, **{{k.replace('/', '|'): v for k, v in "
-            f"tf_only(APPLICATIONS[{label!r}], {frozen_batch_norm}, {weights!r}).items()}})")
-    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": str(int(onednn)), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=900, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    with np.load(path) as saved:
-        return dict(saved)
-
-
-def tf_own_noise(label: str, frozen_batch_norm: bool, folder: str) -> tuple[float, float]:
-    """How far TF is from itself: the same steps from the same weights (built here, calibrated if frozen, saved)
-    with oneDNN's kernels and with Eigen's (TF_ENABLE_ONEDNN_OPTS=1 and 0, each in a subprocess). Returns (the
-    gradients' difference as a fraction of the largest gradient, the largest variable difference relative to the
-    variable's scale), as run_application measures GE against TF."""
-    keras.utils.set_random_seed(7)
-    weights = os.path.join(folder, "start.weights.h5")
-    APPLICATIONS[label].build(frozen_batch_norm).save_weights(weights)
-    runs = [_tf_only_in_subprocess(label, frozen_batch_norm, weights, onednn, os.path.join(folder, f"{onednn}.npz"))
-            for onednn in (True, False)]
-    grads = [k for k in runs[0] if k.startswith("grad:")]
-    largest = max(float(np.max(np.abs(runs[0][k]))) for k in grads)
-    gradient = max(_absolute(runs[1][k], runs[0][k]) for k in grads) / largest
-    variables = max(_scaled(runs[1][k], runs[0][k], SCALE_FLOOR) for k in runs[0]
-                    if not k.startswith("grad:") and runs[0][k].dtype.kind == "f")
-    return gradient, variables
 
 
 def _no_dropout(name: str, **options) -> Application:
