@@ -7,7 +7,6 @@ refusals; and the planner's working memory bounding what the grouped executors a
 from __future__ import annotations
 
 import re
-import tracemalloc
 import zlib
 
 import keras
@@ -22,6 +21,7 @@ from tests.graph_ir.test_conv_ops import _floats
 from tests.graph_ir.test_family_ops import PRODUCT
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
 from tests.helpers import train_steps
+from tests.helpers.hostile_graphs import planned_bytes, run_measured
 from tests.helpers.train_steps import scaled_difference
 
 
@@ -136,12 +136,6 @@ def test_a_bias_with_groups_is_refused_naming_the_node():
                    np.zeros(4, np.float32), groups=2, name="conv", **_S1)
 
 
-def _planned_bytes(graph: graph_ir.Graph) -> int:
-    with pytest.raises(graph_ir.GraphError, match="a run would hold") as refused:
-        graph_ir.Session(max_run_bytes=0).add_graph(0, graph)
-    return int(re.search(r"a run would hold (\d+) bytes", str(refused.value)).group(1))
-
-
 def _memory_cases():
     rng = np.random.default_rng(0)
     x, f, dy = _floats(rng, 4, 24, 20, 16), _floats(rng, 3, 3, 4, 8), _floats(rng, 4, 24, 20, 8)
@@ -162,13 +156,6 @@ def test_the_plan_bounds_what_a_grouped_run_allocates(case):
     graph = graph_ir.Graph("memory")
     with graph:
         graph.set_outputs([build(*[graph_ir.Data(k, str(a.dtype), a.shape) for k, a in enumerate(inputs)])])
-    planned = _planned_bytes(graph)
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    tracemalloc.start()
-    try:
-        session.run_graph(0, inputs)
-        allocated = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    planned = planned_bytes(graph)
+    _, allocated, _ = run_measured(graph, inputs)
     assert allocated <= planned + 64 * 1024, (allocated, planned)

@@ -3,14 +3,12 @@ of a refused peak, and its plan bounds what a run really allocates (NumPy's allo
 
 from __future__ import annotations
 
-import re
-import tracemalloc
-
 import numpy as np
 import pytest
 
 import graph_ir
 from graph_ir import ops
+from tests.helpers.hostile_graphs import planned_bytes, run_measured
 
 MiB = 2**20
 S1, S2 = [1, 1, 1, 1], [1, 2, 2, 1]
@@ -23,13 +21,6 @@ def _graph(build, inputs) -> graph_ir.Graph:
         out = build(*[graph_ir.Data(k, str(a.dtype), a.shape, name=f"in{k}") for k, a in enumerate(inputs)])
         graph.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
     return graph
-
-
-def _planned_bytes(graph: graph_ir.Graph) -> int:
-    """The peak the planner states when it refuses the graph under a bound of 0."""
-    with pytest.raises(graph_ir.GraphError, match="a run would hold") as refused:
-        graph_ir.Session(max_run_bytes=0).add_graph(0, graph)
-    return int(re.search(r"a run would hold (\d+) bytes", str(refused.value)).group(1))
 
 
 def test_the_refusal_counts_working_memory_and_names_the_node():
@@ -86,15 +77,8 @@ def _cases():
 def test_the_plan_bounds_what_a_run_allocates(case):
     _, build, inputs = case
     graph = _graph(build, inputs)
-    planned = _planned_bytes(graph)
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    tracemalloc.start()
-    try:
-        session.run_graph(0, inputs)
-        allocated = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    planned = planned_bytes(graph)
+    _, allocated, _ = run_measured(graph, inputs)
     assert allocated <= planned + 64 * 1024, (allocated, planned)
 
 

@@ -1,8 +1,9 @@
 """Helpers of the hostile-graph tests (tests/graph_ir/test_hostile_conv_*.py, test_hostile_subgraph*.py): a graph
-built, saved, loaded and run with its peak memory and time; and the ModelDef surgery that makes a hostile file."""
+built, saved, loaded and run with its peak memory and time, the peak the planner states for it; and the ModelDef surgery that makes a hostile file."""
 
 from __future__ import annotations
 
+import re
 import time
 import tracemalloc
 
@@ -25,6 +26,11 @@ def run_hostile(build, inputs, *, via_file: bool = True) -> tuple[list[np.ndarra
         graph.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
     if via_file:
         graph = graph_ir.loads(graph.to_model_def().SerializeToString())
+    return run_measured(graph, inputs)
+
+
+def run_measured(graph: Graph, inputs) -> tuple[list[np.ndarray], int, float]:
+    """Runs `graph` once in a new Session: (outputs, the bytes NumPy allocated at the run's peak, seconds)."""
     session = graph_ir.Session()
     session.add_graph(0, graph)
     tracemalloc.start()
@@ -36,6 +42,13 @@ def run_hostile(build, inputs, *, via_file: bool = True) -> tuple[list[np.ndarra
     finally:
         tracemalloc.stop()
     return outputs, peak, seconds
+
+
+def planned_bytes(graph: Graph) -> int:
+    """The peak the Session's planner states for `graph` (read from its refusal under a bound of 0)."""
+    with pytest.raises(graph_ir.GraphError, match="a run would hold") as refused:
+        graph_ir.Session(max_run_bytes=0).add_graph(0, graph)
+    return int(re.search(r"a run would hold (\d+) bytes", str(refused.value)).group(1))
 
 
 def ints(*values) -> np.ndarray:
