@@ -153,7 +153,9 @@ setup(
     packages=find_packages(include=["op_spec", "op_spec.*", "tf_plugin", "tf_plugin.*", "graph_ir", "graph_ir.*"]),
     ext_modules=[
         Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, language="c++"),
-        Extension("graph_ir._binding", KERNEL_SOURCES + ["graph_ir/cc/binding.cc"], language="c++"),
+        Extension("graph_ir._binding", KERNEL_SOURCES + ["graph_ir/cc/binding.cc"], language="c++",
+                  depends=[f"graph_ir/cc/{name}.h" for name in ("worker_pool", "depthwise", "depthwise_binding",
+                                                                 "row_sums", "row_sums_binding")]),
     ],
     package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},

@@ -6,19 +6,20 @@ Models: VGG16, ResNet50 and MobileNetV2 from keras.applications (weights=None) a
 CNN with BatchNormalization, a transformer block, and an MLP.
 
     python -m bench.bench_session [--models mlp,rescnn,...] [--repeats 7] [--plot PATH] [--profile MODEL]
-                                  [--blas-threads 1]
+                                  [--ops MODEL] [--blas-threads 1] [--threads N]
 
 Prints per model the second step's and the warm steps' ratio Session / TF, and peak memory: the Session's planned
 peak (its planner's bound), its traced peak (tracemalloc over one run_graph: every NumPy buffer), and for both the
 growth of the process's peak RSS over one step (VmHWM reset through /proc/self/clear_refs before the step; allocator
 caches make it a lower bound, for both alike). Writes bench/results/session.json and a PNG (bench/results/session.png
 unless --plot says where). A model whose step does not lower prints "refused: <reason>". --profile MODEL prints
-cProfile's top functions of its warm Session runs instead.
+cProfile's top functions of its warm Session runs instead, --ops MODEL its Session time per op type.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import os
 import pstats
@@ -33,6 +34,7 @@ from keras import layers
 
 import graph_ir
 from bench.timing import save_rows, settled_ms
+from graph_ir.executors import EXECUTORS, threads
 from tf_plugin.optimizers import FusedEmaAdam
 
 CLASSES = 10
@@ -138,7 +140,8 @@ def _traced_peak(fn: Callable[[], object]) -> float:
     return (peak - base) / 2**20
 
 
-def prepare(name: str, blas_threads: int | None = 1) -> tuple[Callable, Callable, graph_ir.Session]:
+def prepare(name: str, blas_threads: int | None = 1,
+            threads: int | None = None) -> tuple[Callable, Callable, graph_ir.Session]:
     """(session step, TF step, session) for a model, or raises graph_ir.LoweringError."""
     make, spec, softmax = MODELS[name]
     keras.utils.set_random_seed(0)
@@ -147,15 +150,15 @@ def prepare(name: str, blas_threads: int | None = 1) -> tuple[Callable, Callable
     y_spec = tf.TensorSpec((spec.shape[0],), tf.int32)
     step(*_batch(spec, 0))  # builds the optimizer's state, as fit's first step does
     graph = graph_ir.from_tensorflow(step, spec, y_spec)
-    session = graph_ir.Session(blas_threads=blas_threads)
+    session = graph_ir.Session(blas_threads=blas_threads, threads=threads)
     session.add_graph(0, graph)
     batch = _batch(spec, 1)
     return (lambda: session.run_graph(0, batch)), (lambda: step(*batch).numpy()), session
 
 
-def bench_model(name: str, repeats: int, blas_threads: int | None = 1) -> dict:
+def bench_model(name: str, repeats: int, blas_threads: int | None = 1, threads: int | None = None) -> dict:
     try:
-        ge, tf_step, session = prepare(name, blas_threads)
+        ge, tf_step, session = prepare(name, blas_threads, threads)
     except graph_ir.LoweringError as e:
         return {"model": name, "refused": str(e).splitlines()[0][:200]}
     # Each side's second step (TF's first built the optimizer's state before lowering; the Session's first is
@@ -227,6 +230,40 @@ def profile(name: str, repeats: int, top: int = 30) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
+def op_times(name: str, repeats: int, threads: int | None = None, top: int = 20) -> None:
+    """Prints the Session's wall time per op type over a warm step of `name` (each executor call timed), beside the
+    whole step's and TF's."""
+    totals: collections.Counter = collections.Counter()
+    calls: collections.Counter = collections.Counter()
+    originals = dict(EXECUTORS)
+
+    def timed(op_type: str, run: Callable) -> Callable:
+        def call(node, args):
+            start = time.perf_counter()
+            try:
+                return run(node, args)
+            finally:
+                totals[op_type] += time.perf_counter() - start
+                calls[op_type] += 1
+        return call
+
+    EXECUTORS.update({op_type: timed(op_type, run) for op_type, run in originals.items()})
+    try:
+        ge, tf_step, _ = prepare(name, threads=threads)
+        ge()
+        totals.clear()
+        calls.clear()
+        step_ms = float(np.median([_ms(ge) for _ in range(repeats)]))
+        tf_ms = float(np.median([_ms(tf_step) for _ in range(repeats)]))
+    finally:
+        EXECUTORS.update(originals)
+    print(f"{name}: Session {step_ms:.1f} ms a step (executors {1e3 * sum(totals.values()) / repeats:.1f}), "
+          f"TF {tf_ms:.1f} ms")
+    print("| op type | ms a step | calls a step |\n| --- | --- | --- |")
+    for op_type, seconds in totals.most_common(top):
+        print(f"| {op_type} | {1e3 * seconds / repeats:.2f} | {calls[op_type] // repeats} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
@@ -234,18 +271,25 @@ def main() -> None:
     parser.add_argument("--plot", default=None, help="the PNG's path (default bench/results/session.png)")
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="graph_ir.Session(blas_threads=...) (0: leave NumPy's BLAS as the process has it)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="graph_ir.Session(threads=...) (0: every CPU the process may run on)")
     parser.add_argument("--profile", default=None, help="print cProfile's top functions of this model's Session runs")
+    parser.add_argument("--ops", default=None, help="print this model's Session time per op type")
     args = parser.parse_args()
     if args.profile:
         profile(args.profile, args.repeats)
+        return
+    if args.ops:
+        op_times(args.ops, args.repeats, args.threads or None)
         return
     rows = []
     for name in args.models.split(","):
         if name not in MODELS:
             parser.error(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-        rows.append(bench_model(name, args.repeats, args.blas_threads or None))
-    print(f"medians of {args.repeats} interleaved rounds; {args.blas_threads or 'default'} BLAS thread(s); load average {os.getloadavg()[0]:.1f}; memory: the "
-          "Session's planned peak, its tracemalloc peak, and each side's peak-RSS growth over one step")
+        rows.append(bench_model(name, args.repeats, args.blas_threads or None, args.threads or None))
+    print(f"medians of {args.repeats} interleaved rounds; {args.blas_threads or 'default'} BLAS thread(s), "
+          f"{args.threads or threads.available()} executor thread(s); load average {os.getloadavg()[0]:.1f}; "
+          "memory: the Session's planned peak, its tracemalloc peak, and each side's peak-RSS growth over one step")
     print_table(rows)
     path = save_rows("session", rows)
     plot(rows, args.plot or path.removesuffix(".json") + ".png")

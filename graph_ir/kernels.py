@@ -9,7 +9,9 @@ value) naming the argument, before anything is written. The binding checks the b
 
 from __future__ import annotations
 
+import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -150,3 +152,76 @@ def apply_fused_ema_adam(grad, var, m, v, s, step, **attrs) -> None:
 apply_fused_ema_adam.__signature__ = inspect.Signature(
     [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("grad", "var", "m", "v", "s", "step")]
     + [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d) for n, d in _FEA_ATTRS.items()])
+
+
+# The Session's lean path: its executors call the binding through these, with the attributes checked once per set of
+# attributes (a node's are fixed once its graph is verified) and the arrays checked cheaply on each call (the
+# Session verified their dtypes and shapes; the binding checks the buffers: format, C-contiguity, writability,
+# element counts, overlap). The public functions above keep their full checks.
+_KERNEL_DTYPES = {np.dtype(as_dtype(n).numpy): n for n in ("float32", "float16", "bfloat16", "float64")}
+
+
+def _same_arrays(op: str, arrays: tuple[np.ndarray, ...], names: tuple[str, ...], allowed: tuple[str, ...]) -> str:
+    """The arrays' one dtype name (in `allowed`), checking type, dtype and shape against the first."""
+    first = arrays[0]
+    dtype = _KERNEL_DTYPES.get(first.dtype) if isinstance(first, np.ndarray) else None
+    if dtype not in allowed:
+        return _check_arrays(op, dict(zip(names, arrays)), (), allowed)  # raises naming what is wrong
+    for a in arrays:
+        if not isinstance(a, np.ndarray) or a.dtype != first.dtype or a.shape != first.shape:
+            return _check_arrays(op, dict(zip(names, arrays)), (), allowed)
+    return dtype
+
+
+_FEA_ARRAYS = ("grad", "var", "m", "v", "s")
+_FEA_WRITTEN = ("var", "m", "v", "s")
+
+
+@functools.lru_cache(maxsize=1024)
+def prepared_fused_ema_adam(attrs: tuple[tuple[str, type, Any], ...]) -> Callable[..., None]:
+    """apply_fused_ema_adam(grad, var, m, v, s, step) with the attributes `attrs` ((name, type, value) triples, the
+    type keeping the cache from taking True for 1) checked here, once."""
+    op = "apply_fused_ema_adam"
+    given = {name: value for name, _, value in attrs}
+    unknown = sorted(set(given) - set(_FEA_ATTRS))
+    if unknown:
+        raise TypeError(f"{op}: unexpected attribute(s) {', '.join(unknown)}; it takes {', '.join(_FEA_ATTRS)}")
+    try:
+        values = check_attrs(_FEA, {**_FEA_ATTRS, **given})
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op}: {e}") from None
+    scalars = tuple(values[n] for n in ("lr", "ema_decay", "beta1", "beta2", "eps", "mode", "bias_correction",
+                                        "weight_decay"))
+    step_spec = _FEA.input("step")
+    step_rule = step_spec.rule if step_spec.rule_when is None or values.get(step_spec.rule_when, True) else None
+
+    def run(grad, var, m, v, s, step) -> None:
+        arrays = (grad, var, m, v, s)
+        dtype = _same_arrays(op, arrays, _FEA_ARRAYS, _FEA.dtypes)
+        step = _step_value(op, step)
+        if step_rule is not None and not step_rule.accepts(step):
+            try:
+                check_input_value(_FEA, "step", step, values)  # raises with the rule's message
+            except ValueError as e:
+                raise ValueError(f"{op}: {e}") from None
+        if any(a.base is not None for a in arrays):  # NumPy's own allocations map no file
+            check_no_file_aliasing(op, dict(zip(_FEA_ARRAYS, arrays)), _FEA_WRITTEN)
+        _binding.fused_ema_adam(dtype, *(_raw(a) for a in arrays), step, *scalars)
+
+    return run
+
+
+_POWER_SIGN_ARRAYS = ("var", "m", "grad", "lr", "logbase", "sign_decay", "beta")
+
+
+def lean_power_sign(var, m, grad, lr, logbase, sign_decay, beta) -> None:
+    """inplace_apply_power_sign with the scalars (one-element arrays of var's dtype) checked cheaply."""
+    op = "inplace_apply_power_sign"
+    dtype = _same_arrays(op, (var, m, grad), _POWER_SIGN_ARRAYS[:3], op_spec.POWER_SIGN.dtypes)
+    scalars = (lr, logbase, sign_decay, beta)
+    for name, a in zip(_POWER_SIGN_ARRAYS[3:], scalars):
+        if not isinstance(a, np.ndarray) or a.dtype != var.dtype or a.size != 1:
+            _scalar(op, name, a, dtype)  # raises naming what is wrong
+    if var.base is not None or m.base is not None or grad.base is not None:  # NumPy's own allocations map no file
+        check_no_file_aliasing(op, {"var": var, "m": m, "grad": grad}, ("var", "m"))
+    _binding.power_sign(dtype, _raw(var), _raw(m), _raw(grad), *(float(a.reshape(())) for a in scalars))

@@ -31,9 +31,11 @@ import numpy as np
 
 from graph_ir.dtypes import as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.executors import EXECUTORS, WORKSPACE
+from graph_ir.executors import WORKSPACE
 from graph_ir.executors import control as control_flow
+from graph_ir.executors import threads as executor_threads
 from graph_ir.executors.blas import blas_threads
+from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step, resolve_steps
 from graph_ir.graph import Graph
 from graph_ir.nodes import Node
 from graph_ir.snapshots import snapshots_to_copy, value_storage
@@ -52,6 +54,8 @@ class _Plan:
     drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
     peak_bytes: int
     subplans: dict[str, control_flow.Subplan] = field(default_factory=dict)  # every subgraph's, shared
+    steps: list[Step] = field(default_factory=list)  # order, resolved for the run loop
+    slots: int = 0  # how many value slots a run uses
 
 
 def _plan(graph: Graph, limit: int | None, subplans: dict[str, control_flow.Subplan] | None = None) -> _Plan:
@@ -101,7 +105,8 @@ def _plan(graph: Graph, limit: int | None, subplans: dict[str, control_flow.Subp
                          f"bytes, at node {node.name!r} ({node.type}: {made} bytes of outputs and {work} bytes of "
                          f"working memory, beside {peak - made - work} bytes of live values); pass "
                          f"graph_ir.Session(max_run_bytes=...) to allow more")
-    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak, subplans)
+    steps, slots = resolve_steps(order, snapshot, drop_after)
+    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak, subplans, steps, slots)
 
 
 def _workspace(node: Node) -> int:
@@ -120,20 +125,24 @@ class Session:
     max_run_bytes: the most memory one run may hold (see the module docstring); by default 256 MiB plus four times
     the graph's own data. blas_threads: the threads NumPy's BLAS uses during a run (graph_ir/executors/blas.py: one by
     default, as spinning BLAS workers on a busy machine make products many times slower; None leaves the process's
-    setting).
+    setting). threads: the threads a run's large executors split their work over (graph_ir/executors/threads.py; the
+    results do not depend on it); None, the default, is every CPU the process may run on.
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
-                 blas_threads: int | None = 1):
+                 blas_threads: int | None = 1, threads: int | None = None):
         if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
             raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
         if not is_int(max_loop_iterations) or max_loop_iterations < 0:
             raise TypeError(f"max_loop_iterations must be an int >= 0, got {max_loop_iterations!r}")
         if blas_threads is not None and (not is_int(blas_threads) or blas_threads < 1):
             raise TypeError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
+        if threads is not None and (not is_int(threads) or threads < 1):
+            raise TypeError(f"threads must be an int >= 1 or None, got {threads!r}")
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
         self.loop_budget = self.max_loop_iterations
         self.blas_threads = blas_threads
+        self.threads = threads  # the executors' threads in a run (subgraph runs too: same thread); None: all CPUs
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
@@ -217,33 +226,31 @@ class Session:
             plan = self._plans[graph_id]
             feeds = self._feeds(plan, inputs)
             self.loop_budget = self.max_loop_iterations  # loop bodies this run may still execute (control_flow)
-            with blas_threads(self.blas_threads):
+            with blas_threads(self.blas_threads), executor_threads.using(self.threads):
                 return self._run(plan, feeds)
 
     def _run(self, plan: _Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:
-        values: dict[tuple[str, int], np.ndarray] = {}
+        values: list[Any] = [None] * plan.slots
         outputs: list[np.ndarray] = []
-        for k, node in enumerate(plan.order):
-            if node.type in ("Data", "RefData"):
+        for step in plan.steps:
+            kind, node = step.kind, step.node
+            if kind == EXECUTOR:
+                results = step.run(node, [values[k] for k in step.inputs])
+            elif kind == FED:
                 results = [feeds[node.name]]
-            elif node.type == "Variable":
+            elif kind == VARIABLE:
                 results = [self._variables[node.name]]
-            elif node.type == "Const":
+            elif kind == CONST:
                 results = [node.attrs["value"]]
-            elif node.type == "NetOutput":
-                outputs = [values[(h.node.name, h.index)] for h in node.inputs]
+            elif kind == OUTPUT:
+                outputs = [values[k] for k in step.inputs]
                 outputs = _copy_outputs(outputs) if copy_outputs else outputs
-                results = []
             else:
-                args = [values[(h.node.name, h.index)] for h in node.inputs if h is not None]
-                results = (control_flow.execute(self, plan.subplans, node, args) if node.subgraph_graphs
-                           else EXECUTORS[node.type](node, args))
-                results = [np.array(r, copy=True) if (node.name, j) in plan.snapshot else r
-                           for j, r in enumerate(results)]
-            for j, r in enumerate(results):
-                values[(node.name, j)] = r
-            for key in plan.drop_after[k]:
-                values.pop(key, None)
+                results = control_flow.execute(self, plan.subplans, node, [values[k] for k in step.inputs])
+            if kind != OUTPUT:
+                step.store(values, results)
+            for k in step.drop:
+                values[k] = None
         return outputs
 
     def get_variables(self, names: Iterable[str]) -> list[np.ndarray]:

@@ -6,20 +6,27 @@
 // unresizable) while the kernels run without the GIL.
 //
 // Numerics match the TF ops: the same kernels, ISA dispatch and sharding plan (kernels/sharding.h), with
-// flush-to-zero/denormals-are-zero set for the call, as TensorFlow sets them on its threads.
+// flush-to-zero/denormals-are-zero set for the call, as TensorFlow sets them on its threads. The blocks run on the
+// calling thread and a persistent pool of blocked workers (graph_ir/cc/worker_pool.h). Also erf/erfc of float32 arrays
+// for graph_ir.Session's Erf and Erfc executors (erf_float32), and its depthwise convolutions
+// (graph_ir/cc/depthwise_binding.h).
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/fused_ema_adam.h"
 #include "kernels/isa.h"
 #include "kernels/power_sign.h"
 #include "kernels/sharding.h"
+#include "graph_ir/cc/worker_pool.h"
+#include "graph_ir/cc/depthwise_binding.h"
+#include "graph_ir/cc/row_sums_binding.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <xmmintrin.h>
@@ -53,10 +60,11 @@ class FlushDenormals {
   unsigned saved_ = 0;
 };
 
-// Runs fn over [0, n) in the blocks of the one sharding plan, on the calling thread plus helper threads.
+// Runs fn over [0, n) in the blocks of the one sharding plan, on the calling thread plus the pool's workers, with
+// FTZ/DAZ set as on TensorFlow's threads. `pool` is WorkerPool::instance(), taken while the GIL was held.
 template <typename Fn>
-void parallel_for(int64_t n, int64_t bytes_per_element, Fn fn) {
-  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+void parallel_for(graph_ir_cc::WorkerPool& pool, int64_t n, int64_t bytes_per_element, Fn fn) {
+  const int64_t threads = pool.workers() + 1;
   const int64_t min_block = optim_kernels::shard_min_block(n, bytes_per_element, threads);
   if (min_block == 0) {
     FlushDenormals ftz;
@@ -65,14 +73,11 @@ void parallel_for(int64_t n, int64_t bytes_per_element, Fn fn) {
   }
   const int64_t tasks = optim_kernels::shard_tasks(n, threads, min_block);
   std::atomic<int64_t> next{0};
-  auto worker = [&] {
+  const std::function<void()> worker = [&] {
     FlushDenormals ftz;
     optim_kernels::run_claimed_blocks(next, n, tasks, min_block, fn);
   };
-  std::vector<std::thread> helpers;
-  for (int64_t t = 1; t < tasks; ++t) helpers.emplace_back(worker);
-  worker();
-  for (auto& t : helpers) t.join();
+  pool.run(static_cast<int>(tasks - 1), worker);
 }
 
 // The buffer format codes a dtype accepts (native byte order only) and its item size. bfloat16 arrives as the
@@ -169,8 +174,9 @@ void power_sign_typed(const Array& var, const Array& m, const Array& grad, C lr,
   T* v = ptr<T>(var);
   T* mm = ptr<T>(m);
   const T* g = ptr<T>(grad);
+  graph_ir_cc::WorkerPool& pool = graph_ir_cc::WorkerPool::instance();
   py::gil_scoped_release release;
-  parallel_for(var.size, 5 * static_cast<int64_t>(sizeof(T)),
+  parallel_for(pool, var.size, 5 * static_cast<int64_t>(sizeof(T)),
                [&](int64_t b, int64_t e) { optim_kernels::power_sign_update(v, mm, g, s, b, e); });
 }
 
@@ -193,8 +199,9 @@ template <typename T>
 void fused_typed(const std::vector<Array*>& a, const optim_kernels::FusedEmaAdamScalars& k) {
   const T* g = ptr<T>(*a[4]);
   T *w = ptr<T>(*a[0]), *mm = ptr<T>(*a[1]), *vv = ptr<T>(*a[2]), *ss = ptr<T>(*a[3]);
+  graph_ir_cc::WorkerPool& pool = graph_ir_cc::WorkerPool::instance();
   py::gil_scoped_release release;
-  parallel_for(a[0]->size, 9 * static_cast<int64_t>(sizeof(T)),
+  parallel_for(pool, a[0]->size, 9 * static_cast<int64_t>(sizeof(T)),
                [&](int64_t b, int64_t e) { optim_kernels::fused_ema_adam_update(g, w, mm, vv, ss, k, b, e); });
 }
 
@@ -218,6 +225,45 @@ void fused_ema_adam(const std::string& dtype_name, const py::buffer& grad_b, con
   return fused_typed<bfloat16_t>(arrays, k);
 }
 
+// The elements an erf pass hands to one thread at least (about 0.1 ms of std::erf): fewer run on the caller alone.
+constexpr int64_t kErfMinPart = 16384;
+
+template <typename Out>
+void erf_parts(graph_ir_cc::WorkerPool& pool, const float* x, Out* out, int64_t n, bool complement, int threads) {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>({threads, pool.workers() + 1, n / kErfMinPart}));
+  std::atomic<int64_t> next{0};
+  const std::function<void()> task = [&] {
+    for (int64_t p = next++; p < parts; p = next++) {
+      const int64_t begin = n * p / parts, end = n * (p + 1) / parts;
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = static_cast<double>(x[i]);
+        out[i] = static_cast<Out>(complement ? std::erfc(v) : std::erf(v));
+      }
+    }
+  };
+  pool.run(static_cast<int>(parts - 1), task);
+}
+
+// erf (complement false) or erfc (true) of float32 x into out (float32, or float64 for a caller that rounds once to
+// a 16-bit float): each element evaluated in double (std::erf / std::erfc) and rounded once to out's dtype, so
+// almost always the correctly rounded value. Elementwise: the result does not depend on `threads` (at most that many
+// threads work). No FTZ/DAZ: tiny values keep their subnormal results, as NumPy computes them.
+void erf_float32(const py::buffer& x_b, const py::buffer& out_b, bool complement, int threads) {
+  Array x = acquire(x_b, "x", dtype_info("float32"), false);
+  bool wide = false;  // a float64 out; anything else is checked as float32 (acquire names what it got)
+  try {
+    const std::string format = out_b.request().format;
+    wide = !format.empty() && format.back() == 'd';
+  } catch (const py::error_already_set&) {
+  }
+  Array out = acquire(out_b, "out", dtype_info(wide ? "float64" : "float32"), true);
+  check_together({&out, &x}, 1);
+  graph_ir_cc::WorkerPool& pool = graph_ir_cc::WorkerPool::instance();
+  py::gil_scoped_release release;
+  if (wide) return erf_parts(pool, ptr<float>(x), ptr<double>(out), x.size, complement, threads);
+  erf_parts(pool, ptr<float>(x), ptr<float>(out), x.size, complement, threads);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_binding, module) {
@@ -228,5 +274,8 @@ PYBIND11_MODULE(_binding, module) {
              py::arg("v"), py::arg("s"), py::arg("step"), py::arg("lr"), py::arg("ema_decay"), py::arg("beta1"),
              py::arg("beta2"), py::arg("eps"), py::arg("mode"), py::arg("bias_correction"),
              py::arg("weight_decay"));
+  module.def("erf_float32", &erf_float32, py::arg("x"), py::arg("out"), py::arg("complement"), py::arg("threads"));
+  graph_ir_cc::depthwise::bind(module);
+  graph_ir_cc::row_sums::bind(module);
   module.def("isa", [] { return std::string(optim_kernels::isa_name(optim_kernels::active_isa())); });
 }

@@ -30,14 +30,21 @@ from graph_ir.nodes import Node
 
 def _power_sign(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     var, m, lr, logbase, sign_decay, beta, grad = args
-    kernels.inplace_apply_power_sign(var, m, lr.reshape(()), logbase.reshape(()), sign_decay.reshape(()),
-                                     beta.reshape(()), grad)
+    kernels.lean_power_sign(var, m, grad, lr, logbase, sign_decay, beta)
     return [var, m]
 
 
 def _fused_ema_adam(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Through the kernels' lean path: the node's attributes checked once per distinct set (cached by type and
+    value: True and 1 are different keys)."""
     grad, var, m, v, s, step = args
-    kernels.apply_fused_ema_adam(grad, var, m, v, s, step, **node.attrs)
+    attrs = tuple((name, type(value), value) for name, value in node.attrs.items())
+    try:
+        hash(attrs)
+    except TypeError:  # an attribute value no cache can key on: the public call checks (and names) it
+        kernels.apply_fused_ema_adam(grad, var, m, v, s, step, **node.attrs)
+    else:
+        kernels.prepared_fused_ema_adam(attrs)(grad, var, m, v, s, step)
     return [var, m, v, s]
 
 
@@ -91,4 +98,5 @@ SNAPSHOTS = frozenset({"Identity", "IdentityN"})
 # Working memory an executor holds while it runs, beyond its inputs and outputs: {op type: fn(node) -> bytes}, an
 # upper bound from the node's descs and attrs, which the session's planner adds at the node's position. Ops not
 # listed (elementwise and plumbing) count 0.
-WORKSPACE: dict[str, Callable[[Node], int]] = {**conv.WORKSPACE, **pool.WORKSPACE, **random.WORKSPACE}
+WORKSPACE: dict[str, Callable[[Node], int]] = {**conv.WORKSPACE, **depthwise.WORKSPACE, **pool.WORKSPACE,
+                                              **random.WORKSPACE}

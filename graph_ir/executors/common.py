@@ -41,3 +41,12 @@ def widened(fn) -> Executor:
             return [at_dtype(node, 0, fn(*[wide(a) for a in args]))]
 
     return run
+
+
+def times_mask(dy: np.ndarray, mask) -> np.ndarray:
+    """dy * mask.astype(dy.dtype) (TF's gradients * (condition) product: a NaN or inf gradient gives NaN where the mask
+    is 0, a negative one -0.0), computed into the mask's converted copy: one new array instead of two."""
+    factor = np.asarray(mask).astype(dy.dtype)
+    if factor.shape != np.broadcast_shapes(dy.shape, factor.shape):
+        return dy * factor
+    return np.multiply(dy, factor, out=factor)

@@ -11,9 +11,11 @@ import math
 
 import numpy as np
 
+from graph_ir import _binding
 from graph_ir.errors import GraphError
 from graph_ir.executors import reduce
-from graph_ir.executors.common import Executor, at_dtype, elementwise, widened
+from graph_ir.executors import threads as executor_threads
+from graph_ir.executors.common import Executor, at_dtype, elementwise, times_mask, wide, widened
 from graph_ir.executors.reduce import trunc_div
 from graph_ir.nodes import Node
 
@@ -89,62 +91,40 @@ def _div_no_nan(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(y == 0, np.zeros((), x.dtype), _div(x, np.where(y == 0, np.ones((), y.dtype), y)))
 
 
+def _relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0) as TF's Relu: NaN stays NaN (np.maximum propagates it) and -0.0 gives +0.0, as in Eigen's SIMD
+    packets (adding +0.0 turns a zero of either sign into +0.0, whichever np.maximum returns on the tie). Two
+    vectorized passes: np.where branches per element, several times slower on mixed signs."""
+    zero = np.zeros((), x.dtype)
+    y = np.maximum(x, zero)
+    return np.add(y, zero, out=y) if isinstance(y, np.ndarray) else y + zero
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-# erf(a) = 2/sqrt(pi) * a * exp(-a^2) * sum_n (2a^2)^n / (1*3*...*(2n+1)) (Abramowitz & Stegun 7.1.6): positive
-# terms, so Horner's rule on a^2 loses nothing; 12 terms reach float64's precision for a < 0.5.
-_ERF_SERIES = np.array([2.0**n / math.prod(range(1, 2 * n + 2, 2)) for n in range(12)])
-# exp(a^2) * erfc(a) on [0.5, 3], smooth and between 0.18 and 0.62: a degree-20 Chebyshev interpolant of math.erfc's
-# values at 400 Chebyshev nodes, within 1e-14 relative.
-_ERFCX_RANGE = (0.5, 3.0)
-_NODES = np.cos(np.pi * (np.arange(400) + 0.5) / 400)
-_ERFCX = np.polynomial.chebyshev.chebfit(_NODES, [math.erfc(v) * math.exp(v * v) for v in
-                                                 (_NODES + 1) / 2 * (_ERFCX_RANGE[1] - _ERFCX_RANGE[0]) +
-                                                 _ERFCX_RANGE[0]], 20)
 
 
-def _erf_erfc_of_float32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """erf and erfc of float32 (or widened 16-bit) x in float64, vectorized (math.erf and math.erfc element by
-    element cost 30 ms a step on a transformer's GELU, which TF computes with erfc), within 1e-14 of math's (relative):
-    for |x| < 0.5 the series above gives erf (erfc = 1 - erf); for 0.5 <= |x| < 3 the interpolant gives erfc (erf =
-    1 - erfc >= 0.52); above, erfc's continued fraction (A&S 7.1.14, 40 terms from the tail) gives erfc. NaN stays
-    NaN; +-inf give +-1 and 0 / 2."""
-    a = np.abs(x.astype(np.float64))
-    erf, erfc = np.empty_like(a), np.empty_like(a)
-    low, high = _ERFCX_RANGE
-    small, middle = a < low, (a >= low) & (a < high)
-    large = ~(small | middle)  # NaN lands here
-    s = a[small]
-    z = s * s
-    p = np.full_like(z, _ERF_SERIES[-1])
-    for c in _ERF_SERIES[-2::-1]:
-        p = p * z + c
-    erf[small] = (2 / math.sqrt(math.pi)) * s * np.exp(-z) * p
-    erfc[small] = 1 - erf[small]
-    m = a[middle]
-    erfc[middle] = np.exp(-m * m) * np.polynomial.chebyshev.chebval((m - low) * (2 / (high - low)) - 1, _ERFCX)
-    erf[middle] = 1 - erfc[middle]
-    b = a[large]
-    f = b.copy()
-    for k in range(40, 0, -1):
-        f = b + (k / 2) / f
-    erfc[large] = np.exp(-b * b) / math.sqrt(math.pi) / f
-    erf[large] = 1 - erfc[large]
-    return np.copysign(erf, x), np.where(x < 0, 2 - erfc, erfc)
+def _erf_executor(complement: bool) -> Executor:
+    """Erf (Erfc when complement): float64 through math.erf / math.erfc; float32 and the 16-bit floats (widened to
+    float32) in the binding's C++ (std::erf / std::erfc evaluated in double over the contiguous array, without the
+    GIL, on the session's threads), rounded once to the output dtype: float32 directly, the 16-bit floats from the
+    double result. NaN stays NaN; +-inf give +-1 and 0 / 2."""
+    exact = _ERFC if complement else _ERF
 
+    def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        x = args[0]
+        if x.dtype == np.float64:
+            return [at_dtype(node, 0, exact(x))]
+        x = np.ascontiguousarray(wide(x), np.float32)  # C-contiguous, native byte order: what the binding accepts
+        out = np.empty(x.shape, np.float32 if args[0].dtype == np.float32 else np.float64)
+        _binding.erf_float32(x, out, complement, executor_threads.count())
+        return [at_dtype(node, 0, out)]
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return _ERF(x) if x.dtype == np.float64 else _erf_erfc_of_float32(x)[0]
-
-
-def _erfc(x: np.ndarray) -> np.ndarray:
-    return _ERFC(x) if x.dtype == np.float64 else _erf_erfc_of_float32(x)[1]
-
-
+    return run
 
 
 def _add_n(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -161,11 +141,9 @@ _BINARY = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multipl
            "SquaredDifference": lambda x, y: np.square(x - y)}
 _UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x), "Square": np.square,
           "Neg": np.negative, "Abs": np.abs, "Sign": np.sign, "Floor": np.floor,
-          # max(x, 0) as TF's Relu: NaN stays NaN (-0.0 gives +0.0, as in Eigen's SIMD packets).
-          "Relu": lambda x: np.where(~(x <= 0), x, np.zeros((), x.dtype))}
-# In float32 (float64 for erf) and rounded once: how TF evaluates them for 16-bit floats.
+          "Relu": _relu}
+# In float32 and rounded once: how TF evaluates them for 16-bit floats.
 _WIDENED = {"Sigmoid": _sigmoid, "Tanh": np.tanh,
-            "Erf": _erf, "Erfc": _erfc,
             # Eigen's gradient functors, in their operation order.
             "SigmoidGrad": lambda y, dy: dy * (y * (1 - y)),
             "TanhGrad": lambda y, dy: dy * (1 - y * y),
@@ -177,13 +155,15 @@ EXECUTORS = {
     **{t: elementwise(fn) for t, fn in {**_BINARY, **_UNARY}.items()},
     **{t: widened(fn) for t, fn in _WIDENED.items()},
     # gradients * (features > 0), as TF's ReluGrad functor: a NaN or inf gradient times 0 is NaN.
-    "ReluGrad": elementwise(lambda dy, x: dy * (x > 0).astype(dy.dtype)),
+    "ReluGrad": elementwise(lambda dy, x: times_mask(dy, x > 0)),
     # Integer division by zero and negative integer powers are refused, as TF's kernels refuse them.
     "RealDiv": _checked(_div, lambda node, x, y: _check_int_divisor(node, y)),
     "FloorDiv": _checked(_floor_div, lambda node, x, y: _check_int_divisor(node, y)),
     "FloorMod": _checked(_floor_mod, lambda node, x, y: _check_int_divisor(node, y)),
     "Pow": _checked(np.power, _check_pow),
     "Exp": _exp,
+    "Erf": _erf_executor(complement=False),
+    "Erfc": _erf_executor(complement=True),
     "Log": _log,
     "Select": elementwise(np.where),
     "SelectV2": elementwise(np.where),

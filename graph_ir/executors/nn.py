@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.errors import GraphError
+from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, wide
-from graph_ir.executors.reduce import accurate_sum
+from graph_ir.executors.reduce import accumulator, accurate_sum
 from graph_ir.nodes import Node
 from graph_ir.opset.nn import channel_axis, parse_einsum
 
@@ -23,7 +24,7 @@ def _matmul(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x1 = np.swapaxes(x1, -1, -2) if t1 else x1
     x2 = np.swapaxes(x2, -1, -2) if t2 else x2
     with np.errstate(all="ignore"):
-        y = np.matmul(x1, x2)
+        y = threads.matmul(x1, x2) if x1.ndim == x2.ndim == 2 else np.matmul(x1, x2)
         if len(args) > 2 and node.inputs[2] is not None:
             y = y + wide(args[2])
     return [at_dtype(node, 0, y)]
@@ -41,15 +42,26 @@ def _bias_add(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     c = channel_axis(node.op, node.name, node.attrs, x.ndim)
     shape = [1] * x.ndim
     shape[c] = bias.size
-    with np.errstate(all="ignore"):
-        return [at_dtype(node, 0, x + bias.reshape(shape))]
+    y = np.empty(x.shape, np.result_type(x, bias))
+    rows = threads.slices(x.shape[0], threads.pieces_for(x.nbytes, threads.MIN_PASS_BYTES, x.shape[0]))
+    with np.errstate(all="ignore"):  # in runs of the leading axis (never the channels), one per thread
+        threads.run_parts(lambda run: np.add(x[run], bias.reshape(shape), out=y[run]), rows)
+    return [at_dtype(node, 0, y)]
 
 
 def _bias_add_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x = wide(args[0])
     c = channel_axis(node.op, node.name, node.attrs, x.ndim)
-    with np.errstate(all="ignore"):
-        return [at_dtype(node, 0, accurate_sum(x, tuple(k for k in range(x.ndim) if k != c)))]
+    axes = tuple(k for k in range(x.ndim) if k != c)
+    if c == x.ndim - 1:  # NHWC: the leading axes' float64 sums, threaded in accurate_sum
+        with np.errstate(all="ignore"):
+            return [at_dtype(node, 0, accurate_sum(x, axes))]
+    y = np.empty(x.shape[c], accumulator(x) or x.dtype)
+    channels = threads.slices(x.shape[c], threads.pieces_for(x.nbytes, threads.MIN_PASS_BYTES, x.shape[c]))
+    with np.errstate(all="ignore"):  # each channel's sum in one part, as one thread sums it
+        threads.run_parts(lambda run: np.copyto(y[run], accurate_sum(x[(slice(None),) * c + (run,)], axes)),
+                          channels)
+    return [at_dtype(node, 0, y)]
 
 
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

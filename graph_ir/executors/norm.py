@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype
 from graph_ir.executors.reduce import accurate_sum
 from graph_ir.nodes import Node
@@ -26,28 +27,45 @@ def _empty_batch_norm(node: Node, x: np.ndarray, depth: int) -> list[np.ndarray]
     return [at_dtype(node, 0, x), nan, nan.copy(), zero, zero.copy(), np.zeros(0, np.float32)]
 
 
+def _by_channels(node: Node, x: np.ndarray, part) -> None:
+    """part(index) for runs of the channels (index: the tuple that selects them from x), one per thread: each
+    channel's statistics and values are computed exactly as one thread would, and the parts' temporaries add up to
+    one thread's."""
+    c = channel_axis(node.op, node.name, node.attrs, 4)
+    runs = threads.slices(x.shape[c], threads.pieces_for(x.nbytes, threads.MIN_PASS_BYTES, x.shape[c]))
+    threads.run_parts(lambda run: part((slice(None),) * c + (run,)), runs)
+
+
 def _batch_norm(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, scale, offset = args[0].astype(np.float32), args[1], args[2]
     if x.size == 0:
         return _empty_batch_norm(node, x, scale.size)
     axes, shape = _axes(node)
     eps = np.float32(node.attrs["epsilon"])
-    with np.errstate(all="ignore"):
-        if node.attrs["is_training"]:
+    training = node.attrs["is_training"]
+    y = np.empty(x.shape, np.float32)
+    mean, variance, batch_variance = (np.empty(scale.size, np.float32) for _ in range(3))
+
+    def part(at: tuple) -> None:
+        channels = at[-1]
+        xs = x[at]
+        if training:
             count = x.size // scale.size
-            mean = (accurate_sum(x, axes) / count).astype(np.float32)
-            centered = x - mean.reshape(shape)
+            mean[channels] = accurate_sum(xs, axes) / count
+            centered = xs - mean[channels].reshape(shape)
             variance64 = accurate_sum(np.square(centered), axes) / count
-            variance = variance64.astype(np.float32)
-            batch_variance = (variance64 * (count / max(count - 1, 1))).astype(np.float32)
+            variance[channels] = variance64
+            batch_variance[channels] = variance64 * (count / max(count - 1, 1))
         else:
-            mean, variance = args[3], args[4]
-            centered = x - mean.reshape(shape)
-            batch_variance = variance
-        factor = (1 / np.sqrt(variance + eps)) * scale
-        y = centered * factor.reshape(shape) + offset.reshape(shape)
-    return [at_dtype(node, 0, y), mean.astype(np.float32), batch_variance.astype(np.float32),
-            mean.astype(np.float32), variance.astype(np.float32), np.zeros(0, np.float32)]
+            mean[channels], variance[channels] = args[3][channels], args[4][channels]
+            centered = xs - mean[channels].reshape(shape)
+            batch_variance[channels] = variance[channels]
+        factor = (1 / np.sqrt(variance[channels] + eps)) * scale[channels]
+        np.add(centered * factor.reshape(shape), offset[channels].reshape(shape), out=y[at])
+
+    with np.errstate(all="ignore"):
+        _by_channels(node, x, part)
+    return [at_dtype(node, 0, y), mean, batch_variance, mean.copy(), variance, np.zeros(0, np.float32)]
 
 
 def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -58,23 +76,31 @@ def _batch_norm_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         return [at_dtype(node, 0, x), vector, vector.copy(), zero, zero.copy()]
     axes, shape = _axes(node)
     eps = np.float32(node.attrs["epsilon"])
-    with np.errstate(all="ignore"):
-        inv_std = 1 / np.sqrt(variance + eps)
-        offset_backprop64 = accurate_sum(dy, axes)
-        offset_backprop = offset_backprop64.astype(np.float32)
-        centered = x - mean.reshape(shape)
-        dyc_sum = accurate_sum(dy * centered, axes)
-        scale_backprop = (dyc_sum * inv_std).astype(np.float32)
+    x_backprop = np.empty(x.shape, np.float32)
+    scale_backprop, offset_backprop = np.empty(scale.size, np.float32), np.empty(scale.size, np.float32)
+
+    def part(at: tuple) -> None:
+        channels = at[-1]
+        dys, xs = dy[at], x[at]
+        inv_std = 1 / np.sqrt(variance[channels] + eps)
+        offset_backprop64 = accurate_sum(dys, axes)
+        offset_backprop[channels] = offset_backprop64
+        centered = xs - mean[channels].reshape(shape)
+        dyc_sum = accurate_sum(dys * centered, axes)
+        scale_backprop[channels] = dyc_sum * inv_std
+        factor = (scale[channels] * inv_std).reshape(shape)
         if node.attrs["is_training"]:
             count = x.size // scale.size
             dy_mean = (offset_backprop64 / count).astype(np.float32)
             dyc_mean = (dyc_sum / count).astype(np.float32)
-            x_backprop = (scale * inv_std).reshape(shape) * (
-                dy - dy_mean.reshape(shape) - centered * (dyc_mean / (variance + eps)).reshape(shape))
+            np.multiply(factor, dys - dy_mean.reshape(shape) - centered * (
+                dyc_mean / (variance[channels] + eps)).reshape(shape), out=x_backprop[at])
         else:
-            x_backprop = dy * (scale * inv_std).reshape(shape)
-    return [at_dtype(node, 0, x_backprop), scale_backprop.astype(np.float32), offset_backprop.astype(np.float32),
-            zero, zero.copy()]
+            np.multiply(dys, factor, out=x_backprop[at])
+
+    with np.errstate(all="ignore"):
+        _by_channels(node, x, part)
+    return [at_dtype(node, 0, x_backprop), scale_backprop, offset_backprop, zero, zero.copy()]
 
 
 EXECUTORS = {"BatchNorm": _batch_norm, "BatchNormGrad": _batch_norm_grad}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, wide
 from graph_ir.executors.reduce import accumulator
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps, window_counts
@@ -48,12 +49,39 @@ def _pooled(node: Node, x: np.ndarray, ufunc, init, dtype=None) -> np.ndarray:
     return _reduce(_reduce(x, 2, taps_w, sw, wo, ufunc, init, dtype), 1, taps_h, sh, ho, ufunc, init, dtype)
 
 
+def _tiles(node: Node, x: np.ndarray) -> np.ndarray | None:
+    """x's windows as a view [N, Ho, kh, Wo, kw, C] when they tile it (stride = window, no padding: VGG's 2x2
+    pools), else None."""
+    a = node.attrs
+    (kh, kw), (sh, sw) = a["ksize"][1:3], a["strides"][1:3]
+    ho, wo, pads = pool_geometry(node.op, node.name, a, x.shape)
+    if (kh, kw) != (sh, sw) or any(pads):
+        return None
+    return x[:, :ho * kh, :wo * kw].reshape(x.shape[0], ho, kh, wo, kw, x.shape[3])
+
+
+def _by_images(x: np.ndarray, out: np.ndarray, fn) -> np.ndarray:
+    """fn(images) for runs of x's images, one per thread (each writes only its images of `out`); returns out."""
+    threads.run_parts(fn, threads.slices(x.shape[0], threads.pieces_for(x.nbytes, threads.MIN_PASS_BYTES,
+                                                                         x.shape[0])))
+    return out
+
+
 def _max_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     # TF's CPU kernel starts each window at the dtype's lowest finite value and keeps `max` of it and each element
     # inside the input: NaN never wins (fmax), -inf gives the lowest finite value.
     lowest = np.finfo(args[0].dtype).min
+    x = wide(args[0])
+    out = np.empty(node.output_descs[0].shape, x.dtype)
+
+    def part(images: slice) -> None:
+        tiles = _tiles(node, x[images])
+        pooled = _pooled(node, x[images], np.fmax, -np.inf) if tiles is None else \
+            np.fmax.reduce(tiles, axis=(2, 4), initial=-np.inf)
+        np.maximum(pooled, lowest, out=out[images])
+
     with np.errstate(all="ignore"):
-        return [at_dtype(node, 0, np.maximum(_pooled(node, wide(args[0]), np.fmax, -np.inf), lowest))]
+        return [at_dtype(node, 0, _by_images(x, out, part))]
 
 
 def _counts(node: Node, shape) -> np.ndarray:
@@ -69,9 +97,15 @@ def _avg_pool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """The window sums accumulate in float64 for float32 x (reduce.accumulator; 8 bytes per element, as the
     workspace counts), so the mean is rounded once, at least as close to the exact one as TF's."""
     x = wide(args[0])
+    work = accumulator(x) or x.dtype
+    out = np.empty(node.output_descs[0].shape, work)
+    counts = _counts(node, x.shape).astype(work)
+
+    def part(images: slice) -> None:
+        np.divide(_pooled(node, x[images], np.add, 0, work), counts, out=out[images])
+
     with np.errstate(all="ignore"):
-        sums = _pooled(node, x, np.add, 0, accumulator(x))
-        return [at_dtype(node, 0, sums / _counts(node, x.shape).astype(sums.dtype))]
+        return [at_dtype(node, 0, _by_images(x, out, part))]
 
 
 def _avg_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -80,15 +114,19 @@ def _avg_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     shape, grad = node.output_descs[0].shape, wide(args[1])
     taps_h, taps_w, _, _ = _geometry(node, shape)
     sh, sw = node.attrs["strides"][1:3]
-    with np.errstate(all="ignore"):
-        share = grad / _counts(node, shape).astype(grad.dtype)
-        rows = np.zeros((shape[0], shape[1], share.shape[2], shape[3]), share.dtype)
+    counts = _counts(node, shape).astype(grad.dtype)
+    out = np.zeros(shape, grad.dtype)
+
+    def part(images: slice) -> None:
+        share = grad[images] / counts
+        rows = np.zeros((share.shape[0], shape[1], share.shape[2], shape[3]), share.dtype)
         for t in taps_h:
             rows[:, t.reads(sh)] += share[:, t.writes]
-        out = np.zeros(shape, share.dtype)
         for t in taps_w:
-            out[:, :, t.reads(sw)] += rows[:, :, t.writes]
-    return [at_dtype(node, 0, out)]
+            out[images, :, t.reads(sw)] += rows[:, :, t.writes]
+
+    with np.errstate(all="ignore"):
+        return [at_dtype(node, 0, _by_images(out, out, part))]
 
 
 def _first_max(x: np.ndarray, axis: int, taps: list[AxisTap], stride: int, out: int, index: np.ndarray | None):
@@ -116,8 +154,28 @@ def _max_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     the lowest value routes to its first position (dropped if that is padding)."""
     x, grad = wide(args[0]), wide(args[2])
     lowest = float(np.finfo(args[0].dtype).min)
+    out = np.zeros(x.shape, np.result_type(x, grad))
+    with np.errstate(all="ignore"):
+        return [at_dtype(node, 0, _by_images(x, out, lambda images: _route_max_grad(
+            node, x[images], grad[images], lowest, out[images])))]
+
+
+def _route_max_grad(node: Node, x: np.ndarray, grad: np.ndarray, lowest: float, out: np.ndarray) -> None:
+    """MaxPoolGrad of some images, added into their `out` (zeros)."""
+    tiles = _tiles(node, x)
+    if tiles is not None:  # each element in one window: the first maximum of each, as TF walks it, by argmax
+        n, ho, kh, wo, kw, c = tiles.shape
+        clamped = np.fmax(tiles, lowest)  # NaN and -inf never beat the start (the lowest value at the first tap)
+        first = clamped.transpose(0, 1, 3, 2, 4, 5).reshape(n, ho, wo, kh * kw, c).argmax(axis=3)
+        taps = np.arange(kh * kw).reshape(1, 1, kh, 1, kw, 1)
+        chosen = first[:, :, None, :, None, :] == taps
+        out[:, :ho * kh, :wo * kw] = np.where(chosen, grad[:, :, None, :, None, :], 0).reshape(n, ho * kh, wo * kw, c)
+        return
     taps_h, taps_w, (ho, wo), (top, left) = _geometry(node, x.shape)
     sh, sw = node.attrs["strides"][1:3]
+    if len(taps_h) * len(taps_w) <= MAX_TAP_PAIRS:
+        _route_by_taps(node, x, grad, lowest, out, taps_h, taps_w)
+        return
     row_best, row_col, _ = _first_max(x, 2, taps_w, sw, wo, None)
     best, row, col = _first_max(row_best, 1, taps_h, sh, ho, row_col)
     # Windows with nothing above the lowest value: their first position.
@@ -129,10 +187,33 @@ def _max_pool_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     image = np.arange(n, dtype=np.int64)[:, None, None, None]
     channel = np.arange(c, dtype=np.int64)[None, None, None, :]
     flat = ((image * h + row) * w + col) * c + channel
-    out = np.zeros(x.shape, np.result_type(x, grad))
-    with np.errstate(all="ignore"):
-        np.add.at(out.reshape(-1), flat[inside], grad[inside])
-    return [at_dtype(node, 0, out)]
+    np.add.at(out.reshape(-1), flat[inside], grad[inside])
+
+
+MAX_TAP_PAIRS = 64  # windows with more taps inside the input go the separable way (passes in kh + kw, not kh * kw)
+
+
+def _route_by_taps(node: Node, x: np.ndarray, grad: np.ndarray, lowest: float, out: np.ndarray,
+                   taps_h: list[AxisTap], taps_w: list[AxisTap]) -> None:
+    """MaxPoolGrad one tap (i, j) at a time: each window's first maximum found walking its taps in row-major order
+    (tap i * kw + j; -1 while nothing beat the lowest value: then the first position, tap 0, which drops out if it
+    is padding), then each tap's share added in descending (i, j) order: where windows overlap, an element gets its
+    windows' gradients window by window in row-major order (a later window reads it through an earlier tap), as the
+    separable way adds them."""
+    (sh, sw), kw = node.attrs["strides"][1:3], node.attrs["ksize"][2]
+    best = np.full(grad.shape, lowest, x.dtype)
+    first = np.full(grad.shape, -1, np.int64)  # i * kw + j: beyond int32 for huge windows
+    for ti in taps_h:
+        for tj in taps_w:
+            src, dst = (slice(None), ti.reads(sh), tj.reads(sw)), (slice(None), ti.writes, tj.writes)
+            greater = x[src] > best[dst]
+            np.copyto(best[dst], x[src], where=greater)
+            np.copyto(first[dst], ti.tap * kw + tj.tap, where=greater)
+    first[first < 0] = 0
+    for ti in reversed(taps_h):
+        for tj in reversed(taps_w):
+            src, dst = (slice(None), ti.reads(sh), tj.reads(sw)), (slice(None), ti.writes, tj.writes)
+            out[src] += np.where(first[dst] == ti.tap * kw + tj.tap, grad[dst], np.zeros((), grad.dtype))
 
 
 # -- working memory (bytes beyond the node's inputs and outputs), for the session's planner ---------------------------

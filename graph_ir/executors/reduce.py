@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from graph_ir import _binding
+from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, wide
 from graph_ir.nodes import Node
 
@@ -32,7 +34,29 @@ def accumulator(x: np.ndarray) -> np.dtype | None:
 def accurate_sum(x: np.ndarray, axis, keepdims: bool = False) -> np.ndarray:
     """sum(x) over `axis`, accumulated in float64 for float32 x (see the module docstring); the float64 sums are
     returned unrounded, for callers that go on computing with them."""
-    return np.add.reduce(wide(x), axis=axis, dtype=accumulator(wide(x)), keepdims=keepdims)
+    x = wide(x)
+    leading = _leading(x, axis)
+    if leading is not None:  # the common case (N, H, W of NHWC data), in one vectorized pass: graph_ir/cc/row_sums.h
+        rows = math.prod(x.shape[:leading])
+        sums = np.empty(x.shape[leading:], np.float64)
+        _binding.column_sums_f64(x.reshape(rows, -1), sums.reshape(-1), threads.count())
+        return sums.reshape((1,) * leading + sums.shape) if keepdims else sums
+    return np.add.reduce(x, axis=axis, dtype=accumulator(x), keepdims=keepdims)
+
+
+_MIN_COLUMNS = 8  # fewer columns than a vector: NumPy's own contiguous sum is as fast
+
+
+def _leading(x: np.ndarray, axis) -> int | None:
+    """k when `axis` is x's first k axes (k >= 1, at least one axis kept, at least _MIN_COLUMNS values a row) and x
+    a C-contiguous float32 array, else None."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous or x.size == 0:
+        return None
+    axes = sorted({a % x.ndim for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)}) \
+        if axis is not None and x.ndim else None
+    if not axes or axes != list(range(len(axes))) or len(axes) == x.ndim:
+        return None
+    return len(axes) if math.prod(x.shape[len(axes):]) >= _MIN_COLUMNS else None
 
 
 def _sum(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
@@ -60,6 +84,26 @@ def _identity(op_type: str, dtype: np.dtype):
     return 1 if op_type == "ReduceProd" else 0
 
 
+def _split_over_kept_axis(fn, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """fn(x, axis=axes, keepdims) in runs of the first axis not reduced (one per thread; each output element is
+    reduced by one thread exactly as alone), or at once when every axis is reduced or x is small."""
+    kept = [k for k in range(x.ndim) if k not in axes and x.shape[k] > 1]
+    if fn in (_sum, _mean) and _leading(x, axes) is not None:  # accurate_sum's own threads do it
+        kept = []
+    pieces = threads.pieces_for(x.nbytes, threads.MIN_PASS_BYTES, x.shape[kept[0]]) if kept else 1
+    if pieces == 1:
+        return fn(x, axis=axes, keepdims=keepdims)
+    k = kept[0]
+    runs = threads.slices(x.shape[k], pieces)
+    at_out = k if keepdims else k - sum(a < k for a in axes)
+    empty = fn(x[(slice(None),) * k + (slice(0, 0),)], axis=axes, keepdims=keepdims)  # the result's dtype and shape
+    y = np.empty(empty.shape[:at_out] + (x.shape[k],) + empty.shape[at_out + 1:], empty.dtype)
+    threads.run_parts(lambda run: np.copyto(y[(slice(None),) * at_out + (run,)],
+                                            fn(x[(slice(None),) * k + (run,)], axis=axes, keepdims=keepdims)),
+                      runs)
+    return y
+
+
 def _reduce(fn):
     def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         x, axes = args[0], args[1].reshape(-1)
@@ -71,7 +115,7 @@ def _reduce(fn):
         if axes and x.size == 0:
             return [at_dtype(node, 0, np.full(node.output_descs[0].shape, _identity(node.type, x.dtype), x.dtype))]
         with np.errstate(all="ignore"):
-            y = fn(x, axis=axes, keepdims=node.attrs["keep_dims"]) if axes else x.copy()
+            y = _split_over_kept_axis(fn, x, axes, node.attrs["keep_dims"]) if axes else x.copy()
         return [at_dtype(node, 0, y)]
 
     return run

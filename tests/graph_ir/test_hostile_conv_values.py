@@ -153,10 +153,10 @@ def _direct_sums(x, f, dy, strides, dilations, pads):
 def test_both_ways_match_direct_sums_on_random_geometries(way, monkeypatch):
     """Strides, dilations and pads up to larger than the window, windows up to larger than x; tiny chunks, so blocks
     of rows are cut too."""
-    from graph_ir.executors import conv
-    monkeypatch.setattr(conv, "CHUNK_BYTES", 512)
+    from graph_ir.executors import im2col
+    monkeypatch.setattr(im2col, "CHUNK_BYTES", 512)
     if way == "per-tap":
-        monkeypatch.setattr(conv, "_im2col_fits", lambda *args: False)
+        monkeypatch.setattr(im2col, "fits", lambda *args: False)
     rng = np.random.default_rng(zlib.crc32(way.encode()))
     checked = 0
     while checked < 40:
