@@ -31,10 +31,8 @@ import numpy as np
 
 from graph_ir.dtypes import as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.executors import WORKSPACE
+from graph_ir.executors import WORKSPACE, run_settings
 from graph_ir.executors import control as control_flow
-from graph_ir.executors import threads as executor_threads
-from graph_ir.executors.blas import blas_threads
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step, resolve_steps
 from graph_ir.graph import Graph
 from graph_ir.nodes import Node
@@ -126,23 +124,20 @@ class Session:
     the graph's own data. blas_threads: the threads NumPy's BLAS uses during a run (graph_ir/executors/blas.py: one by
     default, as spinning BLAS workers on a busy machine make products many times slower; None leaves the process's
     setting). threads: the threads a run's large executors split their work over (graph_ir/executors/threads.py; the
-    results do not depend on it); None, the default, is every CPU the process may run on.
+    results do not depend on it); None, the default, is every CPU the process may run on. keep_memory: freed large
+    buffers stay with the process for the next run (graph_ir/executors/run_settings.py; True by default).
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
-                 blas_threads: int | None = 1, threads: int | None = None):
+                 blas_threads: int | None = 1, threads: int | None = None, keep_memory: bool = True):
         if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
             raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
         if not is_int(max_loop_iterations) or max_loop_iterations < 0:
             raise TypeError(f"max_loop_iterations must be an int >= 0, got {max_loop_iterations!r}")
-        if blas_threads is not None and (not is_int(blas_threads) or blas_threads < 1):
-            raise TypeError(f"blas_threads must be an int >= 1 or None, got {blas_threads!r}")
-        if threads is not None and (not is_int(threads) or threads < 1):
-            raise TypeError(f"threads must be an int >= 1 or None, got {threads!r}")
+        run_settings.check(blas_threads, threads, keep_memory)
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
         self.loop_budget = self.max_loop_iterations
-        self.blas_threads = blas_threads
-        self.threads = threads  # the executors' threads in a run (subgraph runs too: same thread); None: all CPUs
+        self.blas_threads, self.threads, self.keep_memory = blas_threads, threads, keep_memory
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
@@ -226,7 +221,7 @@ class Session:
             plan = self._plans[graph_id]
             feeds = self._feeds(plan, inputs)
             self.loop_budget = self.max_loop_iterations  # loop bodies this run may still execute (control_flow)
-            with blas_threads(self.blas_threads), executor_threads.using(self.threads):
+            with run_settings.applied(self.blas_threads, self.threads, self.keep_memory):
                 return self._run(plan, feeds)
 
     def _run(self, plan: _Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:

@@ -4,6 +4,9 @@ NaN and inf included)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -97,3 +100,48 @@ def test_pointwise_convolutions_match_tensorflow_with_nan_and_inf(k):
     got, want = session.run_graph(0, inputs)[0], step(*inputs).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
+_RSS_PROBE = """
+import sys
+import numpy as np
+import graph_ir
+from graph_ir import ops
+
+def peak_growth(run):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    status = lambda field: next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(field + ":"))
+    before = status("VmRSS")
+    run()
+    return (status("VmHWM") - before) / 1024
+
+graph = graph_ir.Graph("big temporaries")
+with graph:
+    x = graph_ir.Data(0, "float32", (12, 2**20))  # 48 MiB: above glibc's largest default mmap threshold
+    graph.set_outputs([ops.ReduceSum(ops.Mul(ops.Add(x, x), x), graph_ir.Const(np.array([0, 1], np.int32)),
+                                     keep_dims=False)])
+session = graph_ir.Session(keep_memory=sys.argv[1] == "keep")
+session.add_graph(0, graph)
+feed = [np.ones((12, 2**20), np.float32)]
+for _ in range(2):
+    session.run_graph(0, feed)
+print(max(peak_growth(lambda: session.run_graph(0, feed)) for _ in range(3)))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's /proc/self/clear_refs")
+def test_keep_memory_reuses_a_runs_large_buffers_instead_of_fresh_pages():
+    """Each run of this graph frees and allocates 48 MiB buffers (the fed copy, the sum, the product). With
+    keep_memory (the default) a warm run takes no new pages; without it every run faults in fresh ones."""
+    growth = {}
+    for mode in ("keep", "return"):
+        done = subprocess.run([sys.executable, "-c", _RSS_PROBE, mode], capture_output=True, text=True, timeout=120,
+                              check=True)
+        growth[mode] = float(done.stdout.split()[-1])
+    assert growth["keep"] < 8 and growth["return"] > 40, growth
+
+
+def test_keep_memory_argument_is_checked():
+    with pytest.raises(TypeError, match="keep_memory must be a bool, got 1"):
+        graph_ir.Session(keep_memory=1)
