@@ -67,6 +67,12 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(math.prod(a.shape[:3]), a.shape[3])
 
 
+SMALL_FILTER = 1 << 16  # filter gradients of at most this many elements may be summed in partials
+MIN_PART_CHANNELS = 32  # fewer channels a part: its copied windows and product are too narrow to run fast
+POSITION_RUN = 2048  # positions a partial sums
+PARTIAL_BYTES = 4 << 20  # the most the partials may hold (the workspace counts it)
+
+
 def _add_filter_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> None:
     """df [kh, kw, C, Cout] += windows block [n, h, w, kh, kw, C]^T @ dy [n, h, w, Cout], over all positions: in
     parts of x's channels, one per thread (each part copies its channels' windows and writes its own rows of df)."""
@@ -74,10 +80,26 @@ def _add_filter_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> N
     cout = dy.shape[3]
     dy_rows = dy.reshape(positions, cout)
     flops = 2 * math.prod(block.shape) * cout
+    flat = df.reshape(-1, cout)
     if positions < 2 * threads.count() * im2col.MIN_PART_ROWS:  # few positions (deep layers): one copy, then a
         # product split over its output rows (df is small here)
-        flat = df.reshape(-1, cout)
         flat += threads.matmul(block.reshape(positions, flat.shape[0]).T, dy_rows)
+        return
+    runs = -(-positions // POSITION_RUN)
+    if df.size <= SMALL_FILTER and block.shape[5] < 2 * MIN_PART_CHANNELS and runs * df.nbytes <= PARTIAL_BYTES:
+        # Few channels: runs of positions instead, a fixed number whatever the threads, each product summed into its
+        # own small partial, the partials added in order (the same result for any thread count).
+        runs = threads.slices(block.shape[0] if block.shape[0] > 1 else block.shape[1], runs)
+        at = [(run, slice(None)) if block.shape[0] > 1 else (slice(None), run) for run in runs]
+        partial = np.empty((len(at), *flat.shape), flat.dtype)
+
+        def product(k: int) -> None:
+            cols = block[at[k]]
+            np.matmul(cols.reshape(-1, flat.shape[0]).T, dy[at[k]].reshape(-1, cout), out=partial[k])
+
+        threads.run_parts(product, range(len(at)))
+        for k in range(len(at)):
+            flat += partial[k]
         return
 
     def part(channels: slice) -> None:
@@ -233,7 +255,7 @@ def _conv2d_backprop_filter_workspace(node: Node) -> int:
     x, dy, df = node.inputs[0].desc, node.inputs[2].desc, node.output_descs[0]
     item = _item(x, dy)
     return _widened(x, dy, df) + _conv_bytes(node.attrs, x.shape, df.shape, dy.shape[1:3], dy.num_elements, item) + \
-        df.num_elements * item
+        df.num_elements * item + (PARTIAL_BYTES if df.num_elements <= SMALL_FILTER else 0)
 
 
 def _conv2d_backprop_input_workspace(node: Node) -> int:

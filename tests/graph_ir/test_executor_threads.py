@@ -49,7 +49,11 @@ CASES = {
     "Conv2DBackpropFilter-same": (
         lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[3, 3, 33, 40], out_backprop=dy,
                                                       strides=[1, 1, 1, 1], padding="SAME"),
-        lambda r: [_floats(r, 5, 21, 19, 33), _floats(r, 5, 21, 19, 40)], PRODUCT),
+        lambda r: [_floats(r, 8, 21, 19, 33), _floats(r, 8, 21, 19, 40)], PRODUCT),
+    "Conv2DBackpropFilter-wide-channels": (
+        lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[3, 3, 80, 48], out_backprop=dy,
+                                                      strides=[1, 1, 1, 1], padding="SAME"),
+        lambda r: [_floats(r, 4, 21, 19, 80), _floats(r, 4, 21, 19, 48)], PRODUCT),
     "Conv2DBackpropFilter-pointwise": (
         lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[1, 1, 64, 96], out_backprop=dy,
                                                       strides=[1, 1, 1, 1], padding="VALID"),
