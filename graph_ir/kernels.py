@@ -103,6 +103,8 @@ def inplace_apply_power_sign(var, m, lr, logbase, sign_decay, beta, grad) -> Non
 
 _FEA = op_spec.FUSED_EMA_ADAM
 _FEA_ATTRS = {a.name: a.default for a in _FEA.ge_attrs}
+# The binding's scalar arguments after step, in its order.
+_FEA_SCALARS = ("lr", "ema_decay", "beta1", "beta2", "eps", "mode", "bias_correction", "weight_decay")
 
 
 def _step_value(op: str, step: Any) -> int:
@@ -144,9 +146,7 @@ def apply_fused_ema_adam(grad, var, m, v, s, step, **attrs) -> None:
         check_input_value(_FEA, "step", step, values)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{op}: {e}") from None
-    _binding.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), step, values["lr"],
-                            values["ema_decay"], values["beta1"], values["beta2"], values["eps"], values["mode"],
-                            values["bias_correction"], values["weight_decay"])
+    _binding.fused_ema_adam(dtype, *(_raw(a) for a in (grad, var, m, v, s)), step, *(values[n] for n in _FEA_SCALARS))
 
 
 apply_fused_ema_adam.__signature__ = inspect.Signature(
@@ -190,8 +190,7 @@ def prepared_fused_ema_adam(attrs: tuple[tuple[str, type, Any], ...]) -> Callabl
         values = check_attrs(_FEA, {**_FEA_ATTRS, **given})
     except (TypeError, ValueError) as e:
         raise type(e)(f"{op}: {e}") from None
-    scalars = tuple(values[n] for n in ("lr", "ema_decay", "beta1", "beta2", "eps", "mode", "bias_correction",
-                                        "weight_decay"))
+    scalars = tuple(values[n] for n in _FEA_SCALARS)
     step_spec = _FEA.input("step")
     step_rule = step_spec.rule if step_spec.rule_when is None or values.get(step_spec.rule_when, True) else None
 

@@ -81,7 +81,7 @@ def _add_filter_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> N
     dy_rows = dy.reshape(positions, cout)
     flops = 2 * math.prod(block.shape) * cout
     flat = df.reshape(-1, cout)
-    if positions < 2 * threads.count() * im2col.MIN_PART_ROWS:  # few positions (deep layers): one copy, then a
+    if positions < 2 * threads.count() * threads.MIN_PART_ROWS:  # few positions (deep layers): one copy, then a
         # product split over its output rows (df is small here)
         flat += threads.matmul(block.reshape(positions, flat.shape[0]).T, dy_rows)
         return

@@ -107,15 +107,10 @@ def _numpy_depthwise_conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarr
     kh, kw, c, m = f.shape
     n, ho, wo, _ = node.output_descs[0].shape
     y = np.zeros((n, ho, wo, c, m), np.float32)
-
-    def part(ch: slice) -> None:
+    with np.errstate(all="ignore"):
         for batch, r0, r1 in blocks(n, ho, wo * c * (2 * m + 1) * 4):
             for i, j, rows, cols, x_rows, x_cols in taps(node, x.shape[1:3], (ho, wo), (kh, kw), r0, r1):
-                xs = np.asarray(x[batch, x_rows, x_cols, ch], np.float32)
-                y[batch, rows, cols, ch] += xs[..., None] * f[i, j, ch]
-
-    with np.errstate(all="ignore"):
-        _by_channels(part, c, y.nbytes)
+                y[batch, rows, cols] += np.asarray(x[batch, x_rows, x_cols], np.float32)[..., None] * f[i, j]
     return [at_dtype(node, 0, y.reshape(n, ho, wo, c * m))]
 
 
@@ -126,16 +121,11 @@ def _numpy_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarray
     _, ho, wo, _ = dy.shape
     per_channel = dy.reshape(n, ho, wo, c, m)
     dx = np.zeros((n, h, w, c), np.float32)
-
-    def part(ch: slice) -> None:
+    with np.errstate(all="ignore"):
         for batch, r0, r1 in blocks(n, ho, wo * c * (2 * m + 1) * 4):
             for i, j, rows, cols, x_rows, x_cols in taps(node, (h, w), (ho, wo), (kh, kw), r0, r1):
-                g = np.asarray(per_channel[batch, rows, cols, ch], np.float32)
-                dx[batch, x_rows, x_cols, ch] += g[..., 0] * f[i, j, ch, 0] if m == 1 else \
-                    (g * f[i, j, ch]).sum(axis=-1)
-
-    with np.errstate(all="ignore"):
-        _by_channels(part, c, dy.nbytes)
+                g = np.asarray(per_channel[batch, rows, cols], np.float32)
+                dx[batch, x_rows, x_cols] += g[..., 0] * f[i, j, :, 0] if m == 1 else (g * f[i, j]).sum(axis=-1)
     return [at_dtype(node, 0, dx)]
 
 
@@ -145,23 +135,12 @@ def _numpy_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarra
     n, ho, wo, _ = dy.shape
     per_channel = dy.reshape(n, ho, wo, c, m)
     df = np.zeros((kh, kw, c, m), np.float64)
-
-    def part(ch: slice) -> None:
+    with np.errstate(all="ignore"):
         for batch, r0, r1 in blocks(n, ho, wo * c * (3 * m + 1) * 8):
             for i, j, rows, cols, x_rows, x_cols in taps(node, x.shape[1:3], (ho, wo), (kh, kw), r0, r1):
-                xs = np.asarray(x[batch, x_rows, x_cols, ch], np.float64)[..., None]
-                df[i, j, ch] += (xs * np.asarray(per_channel[batch, rows, cols, ch], np.float64)).sum(axis=(0, 1, 2))
-
-    with np.errstate(all="ignore"):
-        _by_channels(part, c, dy.nbytes)
+                xs = np.asarray(x[batch, x_rows, x_cols], np.float64)[..., None]
+                df[i, j] += (xs * np.asarray(per_channel[batch, rows, cols], np.float64)).sum(axis=(0, 1, 2))
     return [at_dtype(node, 0, df)]
-
-
-def _by_channels(part, channels: int, nbytes: int) -> None:
-    """part(channels) for runs of the channels, one per thread: depthwise channels never mix, so each part computes
-    its channels exactly as one thread would (its blocks hold at most a part's share of the temporaries)."""
-    threads.run_parts(part, threads.slices(channels, threads.pieces_for(9 * nbytes, threads.MIN_PASS_BYTES,
-                                                                         channels)))
 
 
 def _work_dtype(a: np.ndarray) -> type:
@@ -234,6 +213,7 @@ GROUPED = {
     "Conv2DBackpropInput": grouped_conv2d_backprop_input,
 }
 
+
 def _widened(*descs) -> int:
     """The float32 copies the native path makes of 16-bit inputs, and its float32 result before a 16-bit output is
     rounded from it."""
@@ -241,12 +221,12 @@ def _widened(*descs) -> int:
 
 
 def _fallback(node: Node, *descs) -> int:
-    """The NumPy path's blocks (float64, or a dim or attribute past the binding's limit): about BUDGET bytes per
-    thread (and a float64 copy of the output)."""
+    """The NumPy path's blocks (float64, or a dim or attribute past the binding's limit): about BUDGET bytes (and a
+    float64 copy of the output)."""
     a = node.attrs
     values = (*a["strides"], *a["dilations"], *a["pads"], *(n for d in descs for n in d.shape))
     wide = any(d.dtype.itemsize == 8 for d in descs)
-    return 2 * BUDGET * threads.available() + node.output_descs[0].num_elements * 8 \
+    return 2 * BUDGET + node.output_descs[0].num_elements * 8 \
         if wide or max(values, default=0) >= _LIMIT else 0
 
 

@@ -59,10 +59,6 @@ def chunks(view: np.ndarray):
         yield images, rows, view[images, rows]
 
 
-# A part's product needs this many rows to run near BLAS's speed; fewer positions split the other way.
-MIN_PART_ROWS = 256
-
-
 def parts(images: slice, rows: slice, pieces: int) -> list[tuple[slice, slice]]:
     """A block of output positions (images, rows) as `pieces` parts for threads: runs of its images, or of its rows
     when it holds one image."""
@@ -99,7 +95,8 @@ def convolve(attrs: dict, x: np.ndarray, f: np.ndarray, out_shape, dtype, flippe
         positions = math.prod(block.shape[:3])
         flops = 2 * math.prod(block.shape) * fmat.shape[1]
         pieces = threads.pieces_for(flops, threads.MIN_PRODUCT_FLOPS, block.shape[0] * block.shape[1])
-        if pieces > 1 and positions < pieces * MIN_PART_ROWS:  # few positions (deep layers): split the filter's columns
+        if pieces > 1 and positions < pieces * threads.MIN_PART_ROWS:  # few positions (deep layers): split the
+            # filter's columns instead
             threads.matmul(block.reshape(positions, fmat.shape[0]), fmat, out=y[images, rows].reshape(positions, -1))
         else:
             threads.run_parts(product, parts(images, rows, pieces))

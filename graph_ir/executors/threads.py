@@ -24,6 +24,7 @@ import numpy as np
 # multiply-adds, and passes over fewer bytes, stay on the calling thread.
 MIN_PRODUCT_FLOPS = 2 * 10**7
 MIN_PASS_BYTES = 2**20
+MIN_PART_ROWS = 256  # a part's product needs this many rows of a to run near BLAS's speed
 
 _LOCAL = threading.local()
 _WORKERS: list[_Worker] = []
@@ -160,7 +161,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     # Rows give each part a contiguous run of out; columns when a has too few rows for each part to have enough.
-    by_rows = m >= n or m >= 2 * count() * 256
+    by_rows = m >= n or m >= 2 * count() * MIN_PART_ROWS
     pieces = pieces_for(2.0 * m * k * n, MIN_PRODUCT_FLOPS, m if by_rows else n)
     if pieces == 1:
         np.matmul(a, b, out=out)
