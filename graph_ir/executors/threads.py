@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from graph_ir.executors import gemm
+
 # Below these a part's work costs less than handing it to a worker (about 20-50 us): products of fewer
 # multiply-adds, and passes over fewer bytes, stay on the calling thread.
 MIN_PRODUCT_FLOPS = 2 * 10**7
@@ -153,25 +155,23 @@ def run_parts(fn: Callable[[object], None], parts: Sequence) -> None:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a [M, K] @ b [K, N] (2-D, any strides), into `out` [M, N] when given: split over the rows of a, or the columns
-    of b when a has few rows (a part's columns of out are strided: NumPy then multiplies into a temporary, so this
-    is for small outputs). Each output element is one BLAS dot product over K, whoever
-    computes it."""
+    of b when a has few rows. Each output element is one BLAS dot product over K, whoever computes it (parts keep
+    two rows or columns at least: BLAS computes a single row or column another way, graph_ir/executors/gemm.py)."""
     m, k = a.shape
     n = b.shape[1]
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     # Rows give each part a contiguous run of out; columns when a has too few rows for each part to have enough.
     by_rows = m >= n or m >= 2 * count() * MIN_PART_ROWS
-    pieces = pieces_for(2.0 * m * k * n, MIN_PRODUCT_FLOPS, m if by_rows else n)
+    pieces = pieces_for(2.0 * m * k * n, MIN_PRODUCT_FLOPS, (m if by_rows else n) // 2)
     if pieces == 1:
-        np.matmul(a, b, out=out)
-        return out
+        return gemm.matmul(a, b, out=out)
 
     def part(s: slice) -> None:
         if by_rows:
-            np.matmul(a[s], b, out=out[s])
+            gemm.matmul(a[s], b, out=out[s])
         else:
-            np.matmul(a, b[:, s], out=out[:, s])
+            gemm.matmul(a, b[:, s], out=out[:, s])
 
     run_parts(part, slices(m if by_rows else n, pieces))
     return out
