@@ -155,6 +155,7 @@ setup(
         Extension("tf_plugin._tf_plugin_ops", OP_SOURCES, language="c++"),
         Extension("graph_ir._binding", KERNEL_SOURCES + ["graph_ir/cc/binding.cc"], language="c++",
                   depends=[f"graph_ir/cc/{name}.h" for name in ("worker_pool", "depthwise", "depthwise_binding",
+                                                                 "direct_conv", "direct_conv_filter", "direct_conv_binding",
                                                                  "row_sums", "row_sums_binding")]),
     ],
     package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},

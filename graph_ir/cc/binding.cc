@@ -8,8 +8,8 @@
 // Numerics match the TF ops: the same kernels, ISA dispatch and sharding plan (kernels/sharding.h), with
 // flush-to-zero/denormals-are-zero set for the call, as TensorFlow sets them on its threads. The blocks run on the
 // calling thread and a persistent pool of blocked workers (graph_ir/cc/worker_pool.h). Also erf/erfc of float32 arrays
-// for graph_ir.Session's Erf and Erfc executors (erf_float32), and its depthwise convolutions
-// (graph_ir/cc/depthwise_binding.h).
+// for graph_ir.Session's Erf and Erfc executors (erf_float32), its depthwise convolutions
+// (graph_ir/cc/depthwise_binding.h) and its direct convolutions (graph_ir/cc/direct_conv_binding.h).
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include "kernels/sharding.h"
 #include "graph_ir/cc/worker_pool.h"
 #include "graph_ir/cc/depthwise_binding.h"
+#include "graph_ir/cc/direct_conv_binding.h"
 #include "graph_ir/cc/row_sums_binding.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -276,6 +277,7 @@ PYBIND11_MODULE(_binding, module) {
              py::arg("weight_decay"));
   module.def("erf_float32", &erf_float32, py::arg("x"), py::arg("out"), py::arg("complement"), py::arg("threads"));
   graph_ir_cc::depthwise::bind(module);
+  graph_ir_cc::direct_conv::bind(module);
   graph_ir_cc::row_sums::bind(module);
   module.def("isa", [] { return std::string(optim_kernels::isa_name(optim_kernels::active_isa())); });
 }

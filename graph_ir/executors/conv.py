@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from graph_ir.executors import gemm, im2col, threads
+from graph_ir.executors import direct_conv, filter_grad, gemm, im2col, threads
 from graph_ir.executors.common import at_dtype, wide
 from graph_ir.executors.grouped_conv import or_grouped, or_grouped_workspace
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps
@@ -67,65 +67,6 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(math.prod(a.shape[:3]), a.shape[3])
 
 
-LANES = 4  # filter gradients summed over positions in this many partials, whatever the thread count
-PARTIAL_BYTES = 4 << 20  # the most the partials may hold (the workspace counts it)
-
-
-def _lanes_fit(df_shape, dy_shape, item: int) -> bool:
-    """Whether the filter gradient is summed in lanes: the partials within PARTIAL_BYTES, and one output row's
-    windows within im2col.PART_BYTES (so the lanes' windows in flight stay within a chunk)."""
-    return LANES * math.prod(df_shape) * item <= PARTIAL_BYTES and \
-        dy_shape[2] * math.prod(df_shape[:3]) * item <= im2col.PART_BYTES
-
-
-def _filter_products_in_lanes(df: np.ndarray, view: np.ndarray, dy: np.ndarray) -> None:
-    """df [kh, kw, C, Cout] = windows view [n, h, w, kh, kw, C]^T @ dy [n, h, w, Cout] over all positions, in parts
-    of at most im2col.PART_BYTES of windows (still in cache when the product reads them). Lane j sums parts j,
-    j + LANES, ... into its own partial (gemm's beta = 1), and the partials are added in order: the same result for
-    any thread count, and a sum in LANES * parts pieces rather than one long one. 8x64x64x64 by 3x3x64x64 on two
-    threads: 17 ms over channel parts, 13 ms so."""
-    rows, cout = math.prod(df.shape[:3]), df.shape[3]
-    parts = list(im2col.blocks(*dy.shape[:3], rows * view.itemsize, im2col.PART_BYTES))
-    if not parts or 0 in view.shape:  # no positions or no channels: df stays zeros
-        return
-    lanes = min(LANES, len(parts))
-    partial = np.empty((lanes, rows, cout), df.dtype)
-
-    def lane(j: int) -> None:
-        for i, part in enumerate(parts[j::lanes]):
-            block = view[part]
-            positions = math.prod(block.shape[:3])
-            gemm.matmul(block.reshape(positions, rows).T, dy[part].reshape(positions, cout), out=partial[j],
-                        accumulate=i > 0)
-
-    threads.run_parts(lane, range(lanes))
-    flat = df.reshape(rows, cout)
-    flat[...] = partial[0]
-    for j in range(1, lanes):
-        flat += partial[j]
-
-
-def _add_filter_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> None:
-    """df [kh, kw, C, Cout] += windows block [n, h, w, kh, kw, C]^T @ dy [n, h, w, Cout], over all positions: in
-    parts of x's channels, one per thread (each part copies its channels' windows and writes its own rows of df)."""
-    positions = math.prod(block.shape[:3])
-    cout = dy.shape[3]
-    dy_rows = dy.reshape(positions, cout)
-    flops = 2 * math.prod(block.shape) * cout
-    flat = df.reshape(-1, cout)
-    if positions < 2 * threads.count() * threads.MIN_PART_ROWS:  # few positions (deep layers): one copy, then a
-        # product split over its output rows (df is small here)
-        flat += threads.matmul(block.reshape(positions, flat.shape[0]).T, dy_rows)
-        return
-
-    def part(channels: slice) -> None:
-        cols = block[..., channels].reshape(positions, -1)
-        df[:, :, channels] += gemm.matmul(cols.T, dy_rows).reshape(*df.shape[:2], -1, cout)
-
-    threads.run_parts(part, threads.slices(block.shape[5], threads.pieces_for(flops, threads.MIN_PRODUCT_FLOPS,
-                                                                                block.shape[5])))
-
-
 def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, f = wide(args[0]), wide(args[1])
     out = node.output_descs[0].shape
@@ -133,6 +74,8 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         if _pointwise(node, f.shape, x.shape, out):
             y = threads.matmul(_rows(x), f.reshape(f.shape[2:])).astype(dtype, copy=False).reshape(out)
+        elif dtype == np.float32 and direct_conv.fits(node.attrs, x.shape, f.shape, out):
+            y = direct_conv.convolve(node.attrs, x, f, out)
         elif im2col.fits(node.attrs, x.shape, f.shape, out[1:3], x.itemsize) and _all_finite(f):
             y = im2col.convolve(node.attrs, x, f, out, dtype)
         else:
@@ -154,15 +97,18 @@ def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarr
         with np.errstate(all="ignore"):
             df = threads.matmul(_rows(x).T, _rows(dy))
         return [at_dtype(node, 0, df.reshape(f_shape))]
+    if np.result_type(x, dy, np.float32) == np.float32 and direct_conv.filter_fits(node.attrs, x.shape, f_shape,
+                                                                                   dy.shape):
+        return [at_dtype(node, 0, direct_conv.filter_gradient(node.attrs, x, dy, f_shape))]
     df = np.zeros(f_shape, np.result_type(x, np.float32))
     with np.errstate(all="ignore"):
         if im2col.fits(node.attrs, x.shape, f_shape, dy.shape[1:3], x.itemsize):
             view = im2col.windows(node.attrs, x, f_shape[:2], dy.shape[1:3])
-            if _lanes_fit(f_shape, dy.shape, view.itemsize):
-                _filter_products_in_lanes(df, view, dy)
+            if filter_grad.lanes_fit(f_shape, dy.shape, view.itemsize):
+                filter_grad.in_lanes(df, view, dy)
             else:
                 for images, rows, block in im2col.chunks(view):
-                    _add_filter_products(df, block, dy[images, rows])
+                    filter_grad.add_products(df, block, dy[images, rows])
             if _all_finite(df):  # else a NaN or inf may have met the padding: the sums again, per tap
                 return [at_dtype(node, 0, df)]
         taps_h, taps_w = _geometry(node, x.shape, f_shape[:2], dy.shape[1:3])
@@ -209,6 +155,8 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
     out, dtype = node.output_descs[0].shape, np.result_type(dy, np.float32)
     transposed = _transposed_attrs(node.attrs, f.shape)
     with np.errstate(all="ignore"):
+        if transposed is not None and dtype == np.float32 and direct_conv.fits(transposed, dy.shape, f.shape, out):
+            return [at_dtype(node, 0, direct_conv.convolve(transposed, dy, f, out, flipped=True))]
         if transposed is not None and im2col.fits(transposed, dy.shape, f.shape, out[1:3], dy.itemsize) and \
                 _all_finite(f):
             return [at_dtype(node, 0, im2col.convolve(transposed, dy, f, out, dtype, flipped=True))]
@@ -268,14 +216,15 @@ def _conv_bytes(attrs: dict, x_shape, f_shape, out_hw, product_elements: int, it
 def _conv2d_workspace(node: Node) -> int:
     x, f, y = node.inputs[0].desc, node.inputs[1].desc, node.output_descs[0]
     bias = node.inputs[2].desc if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    return _widened(x, f, bias, y) + _conv_bytes(node.attrs, x.shape, f.shape, y.shape[1:3], y.num_elements, _F32)
+    return _widened(x, f, bias, y) + max(_conv_bytes(node.attrs, x.shape, f.shape, y.shape[1:3], y.num_elements, _F32),
+                                         direct_conv.packed_bytes(f.shape))
 
 
 def _conv2d_backprop_filter_workspace(node: Node) -> int:
     x, dy, df = node.inputs[0].desc, node.inputs[2].desc, node.output_descs[0]
     item = _item(x, dy)
     return _widened(x, dy, df) + _conv_bytes(node.attrs, x.shape, df.shape, dy.shape[1:3], dy.num_elements, item) + \
-        df.num_elements * item + (PARTIAL_BYTES if _lanes_fit(df.shape, dy.shape, item) else 0)
+        df.num_elements * item + (filter_grad.PARTIAL_BYTES if filter_grad.lanes_fit(df.shape, dy.shape, item) else 0)
 
 
 def _conv2d_backprop_input_workspace(node: Node) -> int:
@@ -288,7 +237,8 @@ def _conv2d_backprop_input_workspace(node: Node) -> int:
     transposed = _transposed_attrs(node.attrs, f.shape)
     as_conv = _conv_bytes(transposed, dy.shape, f.shape, dx.shape[1:3], 0, item) + f.num_elements * item \
         if transposed is not None else 0
-    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + dy.num_elements) * item)
+    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + dy.num_elements) * item,
+                                     direct_conv.packed_bytes(f.shape))
 
 
 # groups > 1 (a grouped convolution) goes to graph_ir/executors/grouped_conv.py's dispatch

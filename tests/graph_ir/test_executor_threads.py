@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
-from graph_ir.executors import threads
+from graph_ir.executors import direct_conv, threads
 from tests.graph_ir.test_family_ops import PRODUCT, ROUNDING
 from tests.helpers.train_steps import scaled_difference
 
@@ -101,8 +101,10 @@ CASES = {
 }
 
 
-# Float32 sums over leading axes run in graph_ir._binding (graph_ir/cc/row_sums.h), threaded there above 16 MiB.
-THREADED_IN_CPP = {"BiasAddGrad", "Sum-leading-keepdims"}
+# Float32 sums over leading axes run in graph_ir._binding (graph_ir/cc/row_sums.h), threaded there above 16 MiB; so
+# do convolutions the direct way (graph_ir/cc/direct_conv.h) where the CPU has AVX-512.
+THREADED_IN_CPP = {"BiasAddGrad", "Sum-leading-keepdims"} | ({"Conv2D-same-s1", "Conv2D-valid-s2", "Conv2DBackpropFilter-same"} if direct_conv.fits(
+    {"strides": [1] * 4, "dilations": [1] * 4, "pads": [0] * 4}, (1, 14, 14, 1), (1, 1, 1, 1), (1, 14, 14, 1)) else set())
 
 
 @pytest.fixture
