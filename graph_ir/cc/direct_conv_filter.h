@@ -6,13 +6,15 @@
 //
 // A block of PC input channels by 16 * V output channels keeps its sums in registers while the valid positions of
 // one output row stream past: each x value is broadcast and multiplied into V vectors of dy by fused multiply-adds.
-// Each row's sums are then added to df in order of (n, row): a sum in pieces of one row each. Threads own whole
+// Each row's float32 sums are then added in float64 in order of (n, row), and df is their rounding: as accurate as
+// TF's kernel or more (tests/graph_ir/test_accuracy.py). Threads own whole
 // (channel block, output block) pairs, so the result does not depend on the thread count, and each streams x and
 // dy once, a row at a time (in cache).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "graph_ir/cc/direct_conv.h"
 
@@ -36,7 +38,7 @@ inline __mmask16 lanes_mask(int64_t lanes) {
 // df[i, j, c0 .. c0 + PC, o0 .. o0 + valid] += the products of tap (i, j) over the output columns [lo, hi) of row
 // (n, r), whose input row is `in_row`.
 template <int PC, int V>
-__attribute__((target("avx512f"))) inline void row_products(const float* x, const float* dy, float* df,
+__attribute__((target("avx512f"))) inline void row_products(const float* x, const float* dy, double* sums,
                                                             const Geometry& g, int64_t n, int64_t r, int64_t in_row,
                                                             int64_t i, int64_t j, int64_t lo, int64_t hi, int64_t c0,
                                                             int64_t o0, int64_t valid) {
@@ -63,21 +65,25 @@ __attribute__((target("avx512f"))) inline void row_products(const float* x, cons
     xs += x_step;
     ds += out_channels;
   }
-  float* out = df + ((i * g.cols.taps + j) * in + c0) * out_channels + o0;
+  double* out = sums + (i * g.cols.taps + j) * PC * 16 * V;  // this tap's [PC][16 * V] float64 sums
 #pragma GCC unroll 32
-  for (int k = 0; k < PC * V; ++k) {  // a mask of no lanes touches no memory
-    float* at = out + (k / V) * out_channels + 16 * (k % V);
-    _mm512_mask_storeu_ps(at, masks[k % V], _mm512_add_ps(_mm512_maskz_loadu_ps(masks[k % V], at), acc[k / V][k % V]));
+  for (int k = 0; k < PC * V; ++k) {  // lanes past `valid` hold zeros (dy was read as zeros there)
+    double* at = out + k * 16;
+    const __m512 a = acc[k / V][k % V];
+    const __m512d low = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+    const __m512d high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    _mm512_storeu_pd(at, _mm512_add_pd(_mm512_loadu_pd(at), low));
+    _mm512_storeu_pd(at + 8, _mm512_add_pd(_mm512_loadu_pd(at + 8), high));
   }
 }
 
-// The whole of df's block (input channels [c0, c0 + PC), outputs [o0, o0 + valid)): zeroed, then every row's
-// products added in order of (n, row), tap by tap.
+// The whole of df's block (input channels [c0, c0 + PC), outputs [o0, o0 + valid)): every row's products added
+// in float64 in order of (n, row), tap by tap, then rounded once into df.
 template <int PC, int V>
 __attribute__((target("avx512f"))) void filter_block(const float* x, const float* dy, float* df, const Geometry& g,
                                                      int64_t c0, int64_t o0, int64_t valid) {
-  for (int64_t t = 0; t < g.rows.taps * g.cols.taps; ++t)
-    for (int p = 0; p < PC; ++p) std::fill_n(df + (t * g.in + c0 + p) * g.out + o0, valid, 0.0f);
+  const int64_t taps = g.rows.taps * g.cols.taps;
+  std::vector<double> sums(static_cast<size_t>(taps * PC * 16 * V), 0.0);
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t r = 0; r < g.rows.out; ++r) {
       for (int64_t i = 0; i < g.rows.taps; ++i) {
@@ -86,11 +92,15 @@ __attribute__((target("avx512f"))) void filter_block(const float* x, const float
         for (int64_t j = 0; j < g.cols.taps; ++j) {
           int64_t lo, hi;
           outputs_of_tap(g.cols, j, lo, hi);
-          if (lo < hi) row_products<PC, V>(x, dy, df, g, n, r, in_row, i, j, lo, hi, c0, o0, valid);
+          if (lo < hi) row_products<PC, V>(x, dy, sums.data(), g, n, r, in_row, i, j, lo, hi, c0, o0, valid);
         }
       }
     }
   }
+  for (int64_t t = 0; t < taps; ++t)
+    for (int p = 0; p < PC; ++p)
+      for (int64_t l = 0; l < valid; ++l)
+        df[(t * g.in + c0 + p) * g.out + o0 + l] = static_cast<float>(sums[(t * PC + p) * 16 * V + l]);
 }
 
 constexpr int kChannels = 6;  // PC: 6 x 4 vectors of sums

@@ -79,6 +79,20 @@ def _statistics(rng, shape):
     return [_data(rng, *shape), x, _data(rng, c) + 1, mean.astype(np.float32), var.astype(np.float32)]
 
 
+def _conv(x, f):
+    return tf.nn.conv2d(x, f, 1, "SAME")
+
+
+def _conv_input(f, dy):
+    return tf.raw_ops.Conv2DBackpropInput(input_sizes=[8, 32, 32, 64], filter=f, out_backprop=dy, strides=[1] * 4,
+                                          padding="SAME")
+
+
+def _conv_filter(x, dy):
+    return tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[3, 3, 64, 64], out_backprop=dy, strides=[1] * 4,
+                                           padding="SAME")
+
+
 # name -> (TF function, reference in float64, inputs from a Generator, slow)
 CASES = {
     "ReduceSum-NHW-(8,56,56,8)": (lambda x: tf.reduce_sum(x, axis=[0, 1, 2]), lambda x: [x.sum(axis=(0, 1, 2))],
@@ -110,6 +124,13 @@ CASES = {
     "AvgPool-global-(8,7,7,512)": (
         lambda x: tf.raw_ops.AvgPool(value=x, ksize=[1, 7, 7, 1], strides=[1, 1, 1, 1], padding="VALID"),
         lambda x: [x.mean(axis=(1, 2), keepdims=True)], lambda r: [_data(r, 8, 7, 7, 512)], False),
+    # The direct convolutions (graph_ir/cc/direct_conv.h, direct_conv_filter.h) where AVX-512 runs them, else im2col
+    "Conv2D-3x3-(8,32,32,64)": (_conv, lambda x, f: [_conv(x, f).numpy()],
+                                lambda r: [_data(r, 8, 32, 32, 64), _data(r, 3, 3, 64, 64)], False),
+    "Conv2DBackpropInput-3x3-(8,32,32,64)": (_conv_input, lambda f, dy: [_conv_input(f, dy).numpy()],
+                                             lambda r: [_data(r, 3, 3, 64, 64), _data(r, 8, 32, 32, 64)], False),
+    "Conv2DBackpropFilter-3x3-(8,32,32,64)": (_conv_filter, lambda x, dy: [_conv_filter(x, dy).numpy()],
+                                              lambda r: [_data(r, 8, 32, 32, 64), _data(r, 8, 32, 32, 64)], False),
     "SoftmaxV2-(64,1000)": (tf.nn.softmax, lambda x: [_softmax_reference(x)], lambda r: [_data(r, 64, 1000)], False),
     "SparseSoftmaxCrossEntropyWithLogits-(64,1000)": (
         lambda f: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=f, labels=LABELS), _xent_reference,
