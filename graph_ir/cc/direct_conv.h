@@ -7,9 +7,10 @@
 // The way oneDNN's direct convolutions work (no im2col copy): the filter is packed once into blocks of 16 * V
 // output channels ([block][kh][kw][C][16 * V], zero lanes past O), and a block of P output positions of one row
 // keeps its P x V vectors of sums in registers while the taps and input channels stream past: each input value is
-// broadcast and multiplied into V filter vectors by fused multiply-adds. Each output is a float32 sum over each
-// row i of valid taps in (j, c) order, those row sums added in order of i (a sum in pieces: TF's tolerance holds
-// for 64x64 filters over 64 channels too), whoever computes it: the result does not depend on the thread count. Time is in
+// broadcast and multiplied into V filter vectors by fused multiply-adds. Each output is one float32 sum over its
+// valid taps in (i, j, c) order, as im2col's products and oneDNN's kernels add them (another order, such as a sum
+// per tap row, is as accurate but moves whole-model steps further from TF's: max-pool ties and ReLU signs flip),
+// whoever computes it: the result does not depend on the thread count. Time is in
 // proportion to the valid taps (those of padding are skipped, never multiplied). 3x3 layers of VGG16 run at 140-170
 // GFLOP/s a core here, against 96-125 for im2col and oneMKL's sgemm with the copy (bench/bench_gemm.py).
 #pragma once
@@ -58,15 +59,17 @@ inline std::vector<float> pack(const float* filter, const Geometry& g, int V, bo
   const int64_t kh = g.rows.taps, kw = g.cols.taps, lanes = 16 * V, blocks = (g.out + lanes - 1) / lanes;
   std::vector<float> packed(static_cast<size_t>(blocks * kh * kw * g.in * lanes), 0.0f);
   for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t count = std::min(lanes, g.out - b * lanes);  // the block's outputs that exist
     for (int64_t i = 0; i < kh; ++i) {
       for (int64_t j = 0; j < kw; ++j) {
-        for (int64_t c = 0; c < g.in; ++c) {
-          float* dst = packed.data() + (((b * kh + i) * kw + j) * g.in + c) * lanes;
-          for (int64_t l = 0; l < lanes && b * lanes + l < g.out; ++l) {
-            const int64_t o = b * lanes + l;
-            dst[l] = flipped ? filter[(((kh - 1 - i) * kw + (kw - 1 - j)) * g.out + o) * g.in + c]
-                             : filter[((i * kw + j) * g.in + c) * g.out + o];
-          }
+        float* dst = packed.data() + ((b * kh + i) * kw + j) * g.in * lanes;
+        if (!flipped) {  // rows of `count` outputs, as they lie
+          const float* src = filter + ((i * kw + j) * g.in) * g.out + b * lanes;
+          for (int64_t c = 0; c < g.in; ++c) std::memcpy(dst + c * lanes, src + c * g.out, count * sizeof(float));
+        } else {  // [out][in] of the flipped tap: each output's inputs read in a row
+          const float* src = filter + ((kh - 1 - i) * kw + (kw - 1 - j)) * g.out * g.in + b * lanes * g.in;
+          for (int64_t l = 0; l < count; ++l)
+            for (int64_t c = 0; c < g.in; ++c) dst[c * lanes + l] = src[l * g.in + c];
         }
       }
     }
@@ -110,13 +113,11 @@ __attribute__((target("avx512f"))) inline void block(const float* x, const Geome
       jlo = std::min(jlo, at[p].jlo), jhi = std::max(jhi, at[p].jhi);
     }
   }
-  __m512 total[P][V], acc[P][V];
+  __m512 acc[P][V];
   for (int p = 0; p < P; ++p)
-    for (int v = 0; v < V; ++v) total[p][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
   const int64_t in = g.in, row_step = g.rows.dilation * g.cols.in * in, col_step = g.cols.dilation * in;
   for (int64_t i = ilo; i < ihi; ++i) {
-    for (int p = 0; p < P; ++p)
-      for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
     for (int64_t j = jlo; j < jhi; ++j) {
       const float* xr[P];
       for (int p = 0; p < P; ++p) {
@@ -133,16 +134,14 @@ __attribute__((target("avx512f"))) inline void block(const float* x, const Geome
         }
       }
     }
-    for (int p = 0; p < P; ++p)
-      for (int v = 0; v < V; ++v) total[p][v] = _mm512_add_ps(total[p][v], acc[p][v]);
   }
   for (int p = 0; p < P; ++p) {
     for (int v = 0; v < V; ++v) {
       const int64_t lanes = std::min<int64_t>(16, valid - 16 * v);
       if (lanes >= 16) {
-        _mm512_storeu_ps(y + p * g.out + 16 * v, total[p][v]);
+        _mm512_storeu_ps(y + p * g.out + 16 * v, acc[p][v]);
       } else if (lanes > 0) {
-        _mm512_mask_storeu_ps(y + p * g.out + 16 * v, static_cast<__mmask16>((1u << lanes) - 1), total[p][v]);
+        _mm512_mask_storeu_ps(y + p * g.out + 16 * v, static_cast<__mmask16>((1u << lanes) - 1), acc[p][v]);
       }
     }
   }

@@ -4,10 +4,10 @@
 // x[n, that position, c] * dy[n, output position, o], as TF's Conv2DBackpropFilter with SAME padding
 // (tensorflow/core/kernels/conv_grad_filter_ops.cc): padding contributes nothing.
 //
-// A block of PC input channels by 16 * V output channels keeps its sums in registers while the valid positions of
-// one output row stream past: each x value is broadcast and multiplied into V vectors of dy by fused multiply-adds.
-// Each row's float32 sums are then added in float64 in order of (n, row), and df is their rounding: as accurate as
-// TF's kernel or more (tests/graph_ir/test_accuracy.py). Threads own whole
+// A block of PC input channels by 16 * V output channels keeps its sums in registers while the valid positions of a
+// tap stream past, image by image, whole output rows up to 256 positions at a time: each x value is broadcast and
+// multiplied into V vectors of dy by fused multiply-adds. Those float32 sums are added in float64 in a fixed order
+// (image, tap, rows), and df is their rounding: as accurate as TF's kernel or more (tests/graph_ir/test_accuracy.py). Threads own whole
 // (channel block, output block) pairs, so the result does not depend on the thread count, and each streams x and
 // dy once, a row at a time (in cache).
 #pragma once
@@ -31,15 +31,17 @@ inline void outputs_of_tap(const Axis& a, int64_t t, int64_t& lo, int64_t& hi) {
 
 #if GRAPH_IR_DIRECT_CONV
 
+constexpr int64_t kPositionsPerSum = 256;  // the most output positions one float32 sum runs over (whole rows)
+
 inline __mmask16 lanes_mask(int64_t lanes) {
   return lanes >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(lanes, 0)) - 1);
 }
 
-// df[i, j, c0 .. c0 + PC, o0 .. o0 + valid] += the products of tap (i, j) over the output columns [lo, hi) of row
-// (n, r), whose input row is `in_row`.
+// sums[i, j] (float64 [PC][16 * V]) += the float32 sum of the products of tap (i, j) over the output rows
+// [r0, r1) and columns [lo, hi) of image n (all of whose reads lie inside x).
 template <int PC, int V>
-__attribute__((target("avx512f"))) inline void row_products(const float* x, const float* dy, double* sums,
-                                                            const Geometry& g, int64_t n, int64_t r, int64_t in_row,
+__attribute__((target("avx512f"))) inline void tap_products(const float* x, const float* dy, double* sums,
+                                                            const Geometry& g, int64_t n, int64_t r0, int64_t r1,
                                                             int64_t i, int64_t j, int64_t lo, int64_t hi, int64_t c0,
                                                             int64_t o0, int64_t valid) {
   const int64_t in = g.in, out_channels = g.out;
@@ -47,23 +49,26 @@ __attribute__((target("avx512f"))) inline void row_products(const float* x, cons
   __mmask16 masks[V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) masks[v] = lanes_mask(valid - 16 * v);
-  const float* xs = x + ((n * g.rows.in + in_row) * g.cols.in + lo * g.cols.stride + shift) * in + c0;
-  const float* ds = dy + ((n * g.rows.out + r) * g.cols.out + lo) * out_channels + o0;
   __m512 acc[PC][V];
 #pragma GCC unroll 32
   for (int k = 0; k < PC * V; ++k) acc[k / V][k % V] = _mm512_setzero_ps();
-  for (int64_t col = lo; col < hi; ++col) {
-    __m512 d[V];
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t in_row = r * g.rows.stride + i * g.rows.dilation - g.rows.pad;
+    const float* xs = x + ((n * g.rows.in + in_row) * g.cols.in + lo * g.cols.stride + shift) * in + c0;
+    const float* ds = dy + ((n * g.rows.out + r) * g.cols.out + lo) * out_channels + o0;
+    for (int64_t col = lo; col < hi; ++col) {
+      __m512 d[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) d[v] = _mm512_maskz_loadu_ps(masks[v], ds + 16 * v);
+      for (int v = 0; v < V; ++v) d[v] = _mm512_maskz_loadu_ps(masks[v], ds + 16 * v);
 #pragma GCC unroll 8
-    for (int p = 0; p < PC; ++p) {
-      const __m512 value = _mm512_set1_ps(xs[p]);
+      for (int p = 0; p < PC; ++p) {
+        const __m512 value = _mm512_set1_ps(xs[p]);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(value, d[v], acc[p][v]);
+        for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(value, d[v], acc[p][v]);
+      }
+      xs += x_step;
+      ds += out_channels;
     }
-    xs += x_step;
-    ds += out_channels;
   }
   double* out = sums + (i * g.cols.taps + j) * PC * 16 * V;  // this tap's [PC][16 * V] float64 sums
 #pragma GCC unroll 32
@@ -85,14 +90,16 @@ __attribute__((target("avx512f"))) void filter_block(const float* x, const float
   const int64_t taps = g.rows.taps * g.cols.taps;
   std::vector<double> sums(static_cast<size_t>(taps * PC * 16 * V), 0.0);
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t r = 0; r < g.rows.out; ++r) {
-      for (int64_t i = 0; i < g.rows.taps; ++i) {
-        const int64_t in_row = r * g.rows.stride + i * g.rows.dilation - g.rows.pad;
-        if (in_row < 0 || in_row >= g.rows.in) continue;
-        for (int64_t j = 0; j < g.cols.taps; ++j) {
-          int64_t lo, hi;
-          outputs_of_tap(g.cols, j, lo, hi);
-          if (lo < hi) row_products<PC, V>(x, dy, sums.data(), g, n, r, in_row, i, j, lo, hi, c0, o0, valid);
+    for (int64_t i = 0; i < g.rows.taps; ++i) {
+      int64_t rlo, rhi;
+      outputs_of_tap(g.rows, i, rlo, rhi);
+      for (int64_t j = 0; j < g.cols.taps; ++j) {
+        int64_t lo, hi;
+        outputs_of_tap(g.cols, j, lo, hi);
+        if (lo >= hi) continue;
+        const int64_t rows = std::max<int64_t>(1, kPositionsPerSum / (hi - lo));  // a float32 sum's rows
+        for (int64_t r = rlo; r < rhi; r += rows) {
+          tap_products<PC, V>(x, dy, sums.data(), g, n, r, std::min(r + rows, rhi), i, j, lo, hi, c0, o0, valid);
         }
       }
     }

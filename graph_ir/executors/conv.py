@@ -223,8 +223,10 @@ def _conv2d_workspace(node: Node) -> int:
 def _conv2d_backprop_filter_workspace(node: Node) -> int:
     x, dy, df = node.inputs[0].desc, node.inputs[2].desc, node.output_descs[0]
     item = _item(x, dy)
-    return _widened(x, dy, df) + _conv_bytes(node.attrs, x.shape, df.shape, dy.shape[1:3], dy.num_elements, item) + \
-        df.num_elements * item + (filter_grad.PARTIAL_BYTES if filter_grad.lanes_fit(df.shape, dy.shape, item) else 0)
+    return _widened(x, dy, df) + max(
+        _conv_bytes(node.attrs, x.shape, df.shape, dy.shape[1:3], dy.num_elements, item) + df.num_elements * item +
+        (filter_grad.PARTIAL_BYTES if filter_grad.lanes_fit(df.shape, dy.shape, item) else 0),
+        direct_conv.filter_bytes(df.shape))
 
 
 def _conv2d_backprop_input_workspace(node: Node) -> int:

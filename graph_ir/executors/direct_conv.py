@@ -11,6 +11,7 @@ fewer outputs, and more of their taps are padding)."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -18,9 +19,16 @@ from graph_ir import _binding
 from graph_ir.executors import threads
 
 MIN_POSITIONS = 196  # output positions an image (14x14) from which the direct way is the faster one
-# The filter gradient the direct way (graph_ir/cc/direct_conv_filter.h) is the faster one up to 64 channels in and
-# out: 8x64x64x64 by 3x3 on two threads 13.5 -> 11.4 ms, 8x32x32x32 1.16 -> 0.73; but 8x32x32x128 10.1 -> 12.8.
+# Each output is one float32 sum over its taps and channels in (i, j, c) order, as im2col's products and oneDNN's
+# kernels sum: windows of more (kh * kw * C) go tap by tap (graph_ir/executors/conv.py), in shorter sums.
+MAX_WINDOW = 8192
+# The filter gradient the direct way (graph_ir/cc/direct_conv_filter.h), against im2col and oneMKL on two threads, is
+# the faster one for small images (8x8x512 by 3x3x512x512: 18.8 -> 15.0 ms, 4x4x512 7.1 -> 4.3), and from 14x14 up
+# to 64 channels in and out (8x64x64x64: 13.5 -> 11.4, 8x32x32x32: 1.16 -> 0.73), but not for larger images with
+# more channels (8x32x32x128: 11.0 -> 12.8). Its sums are also closer to float64 than TF's, where im2col's long
+# float32 products over few positions are not (tests/graph_ir/test_accuracy.py).
 MAX_FILTER_CHANNELS = 64
+SMALL_IMAGE = 64  # output positions an image up to which the filter gradient goes the direct way at any width
 _LIMIT = 1 << 31  # the binding's bound on every dim, stride, dilation and pad
 _SUPPORTED = _binding.conv2d_direct_supported()
 
@@ -28,12 +36,16 @@ _SUPPORTED = _binding.conv2d_direct_supported()
 def fits(attrs: dict, x_shape, f_shape, out_shape) -> bool:
     """Whether x [N, H, W, C] by f [kh, kw, C, O] into out [N, Ho, Wo, O] runs here the direct way."""
     numbers = [*x_shape, *f_shape, *out_shape, *attrs["strides"], *attrs["dilations"], *attrs["pads"]]
-    return _SUPPORTED and out_shape[1] * out_shape[2] >= MIN_POSITIONS and max(numbers) < _LIMIT
+    return _SUPPORTED and out_shape[1] * out_shape[2] >= MIN_POSITIONS and max(numbers) < _LIMIT and \
+        math.prod(f_shape[:3]) <= MAX_WINDOW
 
 
 def filter_fits(attrs: dict, x_shape, f_shape, dy_shape) -> bool:
     """Whether the filter gradient f_shape [kh, kw, C, O] of x and dy runs here the direct way."""
-    return fits(attrs, x_shape, f_shape, dy_shape) and max(f_shape[2], f_shape[3]) <= MAX_FILTER_CHANNELS
+    numbers = [*x_shape, *f_shape, *dy_shape, *attrs["strides"], *attrs["dilations"], *attrs["pads"]]
+    positions = dy_shape[1] * dy_shape[2]
+    return _SUPPORTED and max(numbers) < _LIMIT and (positions <= SMALL_IMAGE or (
+        positions >= MIN_POSITIONS and max(f_shape[2], f_shape[3]) <= MAX_FILTER_CHANNELS))
 
 
 def filter_gradient(attrs: dict, x: np.ndarray, dy: np.ndarray, f_shape) -> np.ndarray:
@@ -44,6 +56,12 @@ def filter_gradient(attrs: dict, x: np.ndarray, dy: np.ndarray, f_shape) -> np.n
                                   list(attrs["strides"][1:3]), list(attrs["dilations"][1:3]), list(attrs["pads"]),
                                   threads.count())
     return df
+
+
+def filter_bytes(f_shape) -> int:
+    """The filter gradient's working memory: each thread's float64 sums of one block of 6 input by up to 64 output
+    channels over all taps (graph_ir/cc/direct_conv_filter.h), for each thread of the C++ pool (one a CPU)."""
+    return (os.cpu_count() or 1) * f_shape[0] * f_shape[1] * 6 * 64 * 8
 
 
 def packed_bytes(f_shape) -> int:

@@ -83,14 +83,30 @@ def _conv(x, f):
     return tf.nn.conv2d(x, f, 1, "SAME")
 
 
-def _conv_input(f, dy):
-    return tf.raw_ops.Conv2DBackpropInput(input_sizes=[8, 32, 32, 64], filter=f, out_backprop=dy, strides=[1] * 4,
-                                          padding="SAME")
+def _conv_input(x_shape):
+    return lambda f, dy: tf.raw_ops.Conv2DBackpropInput(input_sizes=x_shape, filter=f, out_backprop=dy,
+                                                        strides=[1] * 4, padding="SAME")
 
 
-def _conv_filter(x, dy):
-    return tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[3, 3, 64, 64], out_backprop=dy, strides=[1] * 4,
-                                           padding="SAME")
+def _conv_filter(f_shape):
+    return lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=f_shape, out_backprop=dy,
+                                                         strides=[1] * 4, padding="SAME")
+
+
+def _conv_cases(x_shape, outputs):
+    """A 3x3 SAME convolution's three ops on x_shape [N, H, W, C] with `outputs` channels: (TF function, float64
+    reference (TF's own kernel on float64), inputs, slow)."""
+    f_shape, dy_shape = [3, 3, x_shape[3], outputs], [*x_shape[:3], outputs]
+    name = f"3x3-({','.join(map(str, x_shape))})->{outputs}"
+    backprop_input, backprop_filter = _conv_input(x_shape), _conv_filter(f_shape)
+    return {
+        f"Conv2D-{name}": (_conv, lambda x, f: [_conv(x, f).numpy()],
+                           lambda r: [_data(r, *x_shape), _data(r, *f_shape)], False),
+        f"Conv2DBackpropInput-{name}": (backprop_input, lambda f, dy: [backprop_input(f, dy).numpy()],
+                                        lambda r: [_data(r, *f_shape), _data(r, *dy_shape)], False),
+        f"Conv2DBackpropFilter-{name}": (backprop_filter, lambda x, dy: [backprop_filter(x, dy).numpy()],
+                                         lambda r: [_data(r, *x_shape), _data(r, *dy_shape)], False),
+    }
 
 
 # name -> (TF function, reference in float64, inputs from a Generator, slow)
@@ -124,13 +140,12 @@ CASES = {
     "AvgPool-global-(8,7,7,512)": (
         lambda x: tf.raw_ops.AvgPool(value=x, ksize=[1, 7, 7, 1], strides=[1, 1, 1, 1], padding="VALID"),
         lambda x: [x.mean(axis=(1, 2), keepdims=True)], lambda r: [_data(r, 8, 7, 7, 512)], False),
-    # The direct convolutions (graph_ir/cc/direct_conv.h, direct_conv_filter.h) where AVX-512 runs them, else im2col
-    "Conv2D-3x3-(8,32,32,64)": (_conv, lambda x, f: [_conv(x, f).numpy()],
-                                lambda r: [_data(r, 8, 32, 32, 64), _data(r, 3, 3, 64, 64)], False),
-    "Conv2DBackpropInput-3x3-(8,32,32,64)": (_conv_input, lambda f, dy: [_conv_input(f, dy).numpy()],
-                                             lambda r: [_data(r, 3, 3, 64, 64), _data(r, 8, 32, 32, 64)], False),
-    "Conv2DBackpropFilter-3x3-(8,32,32,64)": (_conv_filter, lambda x, dy: [_conv_filter(x, dy).numpy()],
-                                              lambda r: [_data(r, 8, 32, 32, 64), _data(r, 8, 32, 32, 64)], False),
+    # The convolutions: the direct ways (graph_ir/cc/direct_conv.h, direct_conv_filter.h) where AVX-512 runs them,
+    # im2col and oneMKL's products for the rest (graph_ir/executors/direct_conv.py says which takes which)
+    **_conv_cases([8, 32, 32, 64], 64),
+    **_conv_cases([8, 16, 16, 128], 128),
+    **_conv_cases([8, 8, 8, 256], 256),
+    **_conv_cases([8, 4, 4, 512], 512),
     "SoftmaxV2-(64,1000)": (tf.nn.softmax, lambda x: [_softmax_reference(x)], lambda r: [_data(r, 64, 1000)], False),
     "SparseSoftmaxCrossEntropyWithLogits-(64,1000)": (
         lambda f: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=f, labels=LABELS), _xent_reference,

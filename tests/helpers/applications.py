@@ -221,7 +221,8 @@ _LOOSER = {
     "DenseNet121": _chaotic(0.056, "DenseNet121", 1e-2),  # GE: 3.2e-3
     "MobileNetV3Small": _chaotic(0.039, "MobileNetV3Small", 1e-2, 1.0),  # GE: 1.5e-3 (2.0e-4 without dropout)
     "MobileNetV3Large": _chaotic(0.039, "MobileNetV3Small", 1e-2, 1.0),  # GE: 1.2e-4 (1.0e-3 without dropout)
-    "EfficientNetB0": _chaotic(1.5, "EfficientNetB0", 3e-2, 1.7),  # GE: 2.2e-3 (1.2e-2 without dropout)
+    # GE: 2.2e-3 (0.195 without dropout since the products run on oneMKL: 1.2e-2 on OpenBLAS; TF's own: 1.5)
+    "EfficientNetB0": _chaotic(1.5, "EfficientNetB0", 0.3, 1.7),
     "EfficientNetV2B0": {"incomparable": "TF's own oneDNN-vs-Eigen gradients differ by 62 times the largest: its "
                          "logits reach 1e4 and the softmax saturates (GE against TF: 2.5)"},
 }
