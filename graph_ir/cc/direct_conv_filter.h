@@ -5,11 +5,11 @@
 // (tensorflow/core/kernels/conv_grad_filter_ops.cc): padding contributes nothing.
 //
 // A block of PC input channels by 16 * V output channels keeps its sums in registers while the valid positions of a
-// tap stream past, image by image, whole output rows up to 256 positions at a time: each x value is broadcast and
-// multiplied into V vectors of dy by fused multiply-adds. Those float32 sums are added in float64 in a fixed order
-// (image, tap, rows), and df is their rounding: as accurate as TF's kernel or more (tests/graph_ir/test_accuracy.py). Threads own whole
-// (channel block, output block) pairs, so the result does not depend on the thread count, and each streams x and
-// dy once, a row at a time (in cache).
+// tap stream past, image by image, whole output rows up to 256 positions at a time (one row at a time, all taps of
+// it in turn, for images too large for the cache): each x value is broadcast and multiplied into V vectors of dy by
+// fused multiply-adds. Those float32 sums are added in float64 in a fixed order, and df is their rounding: as accurate as TF's kernel or more (tests/graph_ir/test_accuracy.py).
+// Threads own whole (channel block, output block) pairs, so the result does not depend on the thread count; each
+// reads an image's x and dy once per tap, from cache where the image is small.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +32,7 @@ inline void outputs_of_tap(const Axis& a, int64_t t, int64_t& lo, int64_t& hi) {
 #if GRAPH_IR_DIRECT_CONV
 
 constexpr int64_t kPositionsPerSum = 256;  // the most output positions one float32 sum runs over (whole rows)
+constexpr int64_t kImageBytes = 256 << 10;  // an image's block of dy up to which it goes tap by tap
 
 inline __mmask16 lanes_mask(int64_t lanes) {
   return lanes >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(lanes, 0)) - 1);
@@ -89,17 +90,26 @@ __attribute__((target("avx512f"))) void filter_block(const float* x, const float
                                                      int64_t c0, int64_t o0, int64_t valid) {
   const int64_t taps = g.rows.taps * g.cols.taps;
   std::vector<double> sums(static_cast<size_t>(taps * PC * 16 * V), 0.0);
+  // An image whose block of dy stays in cache goes tap by tap over runs of rows; a larger one row by row, all taps
+  // of a row while it is in cache.
+  const bool by_rows = g.rows.out * g.cols.out * 16 * V * static_cast<int64_t>(sizeof(float)) > kImageBytes;
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t i = 0; i < g.rows.taps; ++i) {
-      int64_t rlo, rhi;
-      outputs_of_tap(g.rows, i, rlo, rhi);
-      for (int64_t j = 0; j < g.cols.taps; ++j) {
-        int64_t lo, hi;
-        outputs_of_tap(g.cols, j, lo, hi);
-        if (lo >= hi) continue;
-        const int64_t rows = std::max<int64_t>(1, kPositionsPerSum / (hi - lo));  // a float32 sum's rows
-        for (int64_t r = rlo; r < rhi; r += rows) {
-          tap_products<PC, V>(x, dy, sums.data(), g, n, r, std::min(r + rows, rhi), i, j, lo, hi, c0, o0, valid);
+    for (int64_t r = 0; r < (by_rows ? g.rows.out : 1); ++r) {
+      for (int64_t i = 0; i < g.rows.taps; ++i) {
+        int64_t rlo, rhi;
+        outputs_of_tap(g.rows, i, rlo, rhi);
+        if (by_rows) {
+          if (r < rlo || r >= rhi) continue;
+          rlo = r, rhi = r + 1;
+        }
+        for (int64_t j = 0; j < g.cols.taps; ++j) {
+          int64_t lo, hi;
+          outputs_of_tap(g.cols, j, lo, hi);
+          if (lo >= hi) continue;
+          const int64_t rows = std::max<int64_t>(1, kPositionsPerSum / (hi - lo));  // a float32 sum's rows
+          for (int64_t r0 = rlo; r0 < rhi; r0 += rows) {
+            tap_products<PC, V>(x, dy, sums.data(), g, n, r0, std::min(r0 + rows, rhi), i, j, lo, hi, c0, o0, valid);
+          }
         }
       }
     }

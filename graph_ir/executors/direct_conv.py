@@ -3,10 +3,11 @@ executors in graph_ir/executors/conv.py: float32 NHWC by a filter packed in bloc
 im2col copy, over the executors' threads. Only the valid taps of each output are summed (padding contributes
 nothing, as in TF's kernels with SAME padding), so unlike im2col it needs no finite filter to be exact.
 
-It runs on CPUs with AVX-512, where it is the faster way for images of at least MIN_POSITIONS outputs: VGG16's 3x3
-layers on two threads (8 images; im2col and oneMKL's sgemm against this) at 64x64x64 17.6 -> 8.9 ms, 32x32x128
-10.8 -> 8.5, 16x16x256 10.6 -> 9.2, but 8x8x512 9.6 -> 12.4 (small images: each output's filter pass is shared by
-fewer outputs, and more of their taps are padding)."""
+It runs on CPUs with AVX-512, where it is the faster way for images of at least MIN_POSITIONS outputs, and for
+smaller ones with filters of at most SMALL_FILTER elements: VGG16's 3x3 layers on two threads (8 images; im2col and
+oneMKL's sgemm against this) at 64x64x64 18.9 -> 7.9 ms, 32x32x128 10.8 -> 8.7, 16x16x256 11.1 -> 7.9, 8x8x512
+9.3-9.7 either way, 4x4x512 2.9 -> 3.9 (small images: each block's pass over the filter serves fewer outputs, and
+more of their taps are padding)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ from graph_ir import _binding
 from graph_ir.executors import threads
 
 MIN_POSITIONS = 196  # output positions an image (14x14) from which the direct way is the faster one
+# ... and, for smaller images, filters up to this many elements (3x3x256x256): 8 images of 8x8x128 by 3x3x128x128
+# 1.02 -> 0.62 ms, 4x4x256 by 3x3x256x256 1.04 -> 0.90; but 4x4x512 by 3x3x512x512 2.85 -> 3.94.
+SMALL_FILTER = 9 * 256 * 256
 # Each output is one float32 sum over its taps and channels in (i, j, c) order, as im2col's products and oneDNN's
 # kernels sum: windows of more (kh * kw * C) go tap by tap (graph_ir/executors/conv.py), in shorter sums.
 MAX_WINDOW = 8192
 # The filter gradient the direct way (graph_ir/cc/direct_conv_filter.h), against im2col and oneMKL on two threads, is
-# the faster one for small images (8x8x512 by 3x3x512x512: 18.8 -> 15.0 ms, 4x4x512 7.1 -> 4.3), and from 14x14 up
-# to 64 channels in and out (8x64x64x64: 13.5 -> 11.4, 8x32x32x32: 1.16 -> 0.73), but not for larger images with
-# more channels (8x32x32x128: 11.0 -> 12.8). Its sums are also closer to float64 than TF's, where im2col's long
+# the faster one for small images (8x8x512 by 3x3x512x512: 12.5 -> 11.1 ms, 4x4x512 7.5 -> 4.3), and from 14x14 up
+# to 64 channels in and out (8x64x64x64: 12.8 -> 12.1, 8x32x32x32: 1.17 -> 0.87), but not for larger images with
+# more channels (8x32x32x128: 11.1 -> 14.4). Its sums are also closer to float64 than TF's, where im2col's long
 # float32 products over few positions are not (tests/graph_ir/test_accuracy.py).
 MAX_FILTER_CHANNELS = 64
 SMALL_IMAGE = 64  # output positions an image up to which the filter gradient goes the direct way at any width
@@ -36,8 +40,8 @@ _SUPPORTED = _binding.conv2d_direct_supported()
 def fits(attrs: dict, x_shape, f_shape, out_shape) -> bool:
     """Whether x [N, H, W, C] by f [kh, kw, C, O] into out [N, Ho, Wo, O] runs here the direct way."""
     numbers = [*x_shape, *f_shape, *out_shape, *attrs["strides"], *attrs["dilations"], *attrs["pads"]]
-    return _SUPPORTED and out_shape[1] * out_shape[2] >= MIN_POSITIONS and max(numbers) < _LIMIT and \
-        math.prod(f_shape[:3]) <= MAX_WINDOW
+    return _SUPPORTED and max(numbers) < _LIMIT and math.prod(f_shape[:3]) <= MAX_WINDOW and (
+        out_shape[1] * out_shape[2] >= MIN_POSITIONS or math.prod(f_shape) <= SMALL_FILTER)
 
 
 def filter_fits(attrs: dict, x_shape, f_shape, dy_shape) -> bool:
