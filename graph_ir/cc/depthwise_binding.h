@@ -59,19 +59,54 @@ inline Buffer checked(const py::buffer& buffer, const char* name, bool wide, boo
   return b;
 }
 
+// Strides and dilations (h, w) in [1, 2^31), pads (top, bottom, left, right) in [0, 2^31); `op` names the caller.
+inline void check_window(const char* op, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                         const std::vector<int64_t>& pads) {
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) {
+    throw py::value_error(std::string(op) + ": strides and dilations need 2 values (h, w), pads 4 (top, bottom, "
+                          "left, right)");
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (strides[k] < 1 || strides[k] >= kLimit) {
+      throw py::value_error(std::string(op) + ": strides must be in [1, 2^31)");
+    }
+    if (dilations[k] < 1 || dilations[k] >= kLimit) {
+      throw py::value_error(std::string(op) + ": dilations must be in [1, 2^31)");
+    }
+  }
+  for (int64_t p : pads) {
+    if (p < 0 || p >= kLimit) throw py::value_error(std::string(op) + ": pads must be in [0, 2^31)");
+  }
+}
+
+// rows and cols of x [N, H, W, .] by a filter of taps [kh, kw, ..] into y [N, Ho, Wo, .] (check_window passed),
+// prepared; y's Ho and Wo must be what the window arithmetic gives.
+inline void window_axes(const char* op, const Buffer& x, const Buffer& f, const Buffer& y,
+                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                        const std::vector<int64_t>& pads, Axis& rows, Axis& cols) {
+  Axis* axes[2] = {&rows, &cols};
+  for (int k = 0; k < 2; ++k) {
+    Axis& a = *axes[k];
+    a.in = x.info.shape[1 + k];
+    a.out = y.info.shape[1 + k];
+    a.taps = f.info.shape[k];
+    a.stride = strides[k];
+    a.dilation = dilations[k];
+    a.pad = pads[2 * k];
+    const int64_t padded = a.in + pads[2 * k] + pads[2 * k + 1], span = (a.taps - 1) * a.dilation + 1;
+    const int64_t expected = padded >= span ? (padded - span) / a.stride + 1 : -1;
+    if (a.out != expected) {
+      throw py::value_error(std::string(op) + ": " + y.name + " has " + std::to_string(a.out) +
+                            (k == 0 ? " rows" : " columns") + " but the window gives " + std::to_string(expected));
+    }
+    a.prepare();
+  }
+}
+
 // The geometry of x [N, H, W, C] by filter [kh, kw, C, M] into y [N, Ho, Wo, C * M], checked.
 inline Geometry geometry(const Buffer& x, const Buffer& f, const Buffer& y, const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads) {
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) {
-    throw py::value_error("depthwise: strides and dilations need 2 values (h, w), pads 4 (top, bottom, left, right)");
-  }
-  for (int k = 0; k < 2; ++k) {
-    if (strides[k] < 1 || strides[k] >= kLimit) throw py::value_error("depthwise: strides must be in [1, 2^31)");
-    if (dilations[k] < 1 || dilations[k] >= kLimit) throw py::value_error("depthwise: dilations must be in [1, 2^31)");
-  }
-  for (int64_t p : pads) {
-    if (p < 0 || p >= kLimit) throw py::value_error("depthwise: pads must be in [0, 2^31)");
-  }
+  check_window("depthwise", strides, dilations, pads);
   const auto &xs = x.info.shape, &fs = f.info.shape, &ys = y.info.shape;
   if (fs[2] != xs[3] || ys[0] != xs[0] || ys[3] != fs[2] * fs[3] || fs[0] < 1 || fs[1] < 1) {
     throw py::value_error(std::string("depthwise: ") + x.name + ", " + f.name + " and " + y.name +
@@ -81,23 +116,7 @@ inline Geometry geometry(const Buffer& x, const Buffer& f, const Buffer& y, cons
   g.n = xs[0];
   g.channels = xs[3];
   g.multiplier = fs[3];
-  Axis* axes[2] = {&g.rows, &g.cols};
-  for (int k = 0; k < 2; ++k) {
-    Axis& a = *axes[k];
-    a.in = xs[1 + k];
-    a.out = ys[1 + k];
-    a.taps = fs[k];
-    a.stride = strides[k];
-    a.dilation = dilations[k];
-    a.pad = pads[2 * k];
-    const int64_t padded = a.in + pads[2 * k] + pads[2 * k + 1], span = (a.taps - 1) * a.dilation + 1;
-    const int64_t expected = padded >= span ? (padded - span) / a.stride + 1 : -1;
-    if (a.out != expected) {
-      throw py::value_error(std::string("depthwise: ") + y.name + " has " + std::to_string(a.out) +
-                            (k == 0 ? " rows" : " columns") + " but the window gives " + std::to_string(expected));
-    }
-    a.prepare();
-  }
+  window_axes("depthwise", x, f, y, strides, dilations, pads, g.rows, g.cols);
   return g;
 }
 

@@ -24,24 +24,11 @@ namespace direct_conv {
 
 namespace py = pybind11;
 using depthwise::Buffer;
-using depthwise::kLimit;
 
 // The geometry of x [N, H, W, C] by filter [kh, kw, C, O] (flipped: [kh, kw, O, C]) into y [N, Ho, Wo, O], checked.
 inline Geometry geometry(const Buffer& x, const Buffer& f, const Buffer& y, const std::vector<int64_t>& strides,
                          const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads, bool flipped) {
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) {
-    throw py::value_error("conv2d_direct: strides and dilations need 2 values (h, w), pads 4 (top, bottom, left, "
-                          "right)");
-  }
-  for (int k = 0; k < 2; ++k) {
-    if (strides[k] < 1 || strides[k] >= kLimit) throw py::value_error("conv2d_direct: strides must be in [1, 2^31)");
-    if (dilations[k] < 1 || dilations[k] >= kLimit) {
-      throw py::value_error("conv2d_direct: dilations must be in [1, 2^31)");
-    }
-  }
-  for (int64_t p : pads) {
-    if (p < 0 || p >= kLimit) throw py::value_error("conv2d_direct: pads must be in [0, 2^31)");
-  }
+  depthwise::check_window("conv2d_direct", strides, dilations, pads);
   const auto &xs = x.info.shape, &fs = f.info.shape, &ys = y.info.shape;
   const int64_t f_in = flipped ? fs[3] : fs[2], f_out = flipped ? fs[2] : fs[3];
   if (f_in != xs[3] || f_out != ys[3] || ys[0] != xs[0] || fs[0] < 1 || fs[1] < 1) {
@@ -57,23 +44,7 @@ inline Geometry geometry(const Buffer& x, const Buffer& f, const Buffer& y, cons
   g.n = xs[0];
   g.in = xs[3];
   g.out = ys[3];
-  Axis* axes[2] = {&g.rows, &g.cols};
-  for (int k = 0; k < 2; ++k) {
-    Axis& a = *axes[k];
-    a.in = xs[1 + k];
-    a.out = ys[1 + k];
-    a.taps = fs[k];
-    a.stride = strides[k];
-    a.dilation = dilations[k];
-    a.pad = pads[2 * k];
-    const int64_t padded = a.in + pads[2 * k] + pads[2 * k + 1], span = (a.taps - 1) * a.dilation + 1;
-    const int64_t expected = padded >= span ? (padded - span) / a.stride + 1 : -1;
-    if (a.out != expected) {
-      throw py::value_error(std::string("conv2d_direct: y has ") + std::to_string(a.out) +
-                            (k == 0 ? " rows" : " columns") + " but the window gives " + std::to_string(expected));
-    }
-    a.prepare();
-  }
+  depthwise::window_axes("conv2d_direct", x, f, y, strides, dilations, pads, g.rows, g.cols);
   return g;
 }
 

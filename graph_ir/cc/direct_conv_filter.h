@@ -7,7 +7,8 @@
 // A block of PC input channels by 16 * V output channels keeps its sums in registers while the valid positions of a
 // tap stream past, image by image, whole output rows up to 256 positions at a time (one row at a time, all taps of
 // it in turn, for images too large for the cache): each x value is broadcast and multiplied into V vectors of dy by
-// fused multiply-adds. Those float32 sums are added in float64 in a fixed order, and df is their rounding: as accurate as TF's kernel or more (tests/graph_ir/test_accuracy.py).
+// fused multiply-adds. Those float32 sums are added in float64 in a fixed order, and df is their rounding: as
+// accurate as TF's kernel or more (tests/graph_ir/test_accuracy.py).
 // Threads own whole (channel block, output block) pairs, so the result does not depend on the thread count; each
 // reads an image's x and dy once per tap, from cache where the image is small.
 #pragma once

@@ -50,3 +50,9 @@ def times_mask(dy: np.ndarray, mask) -> np.ndarray:
     if factor.shape != np.broadcast_shapes(dy.shape, factor.shape):
         return dy * factor
     return np.multiply(dy, factor, out=factor)
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """Whether a holds no NaN or inf (one pass: a sum is finite only then; one that overflows says no, which only
+    sends the caller its slower way that any values take: the convolutions' per-tap sums)."""
+    return bool(np.isfinite(np.add.reduce(a, axis=None)))

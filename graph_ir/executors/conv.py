@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from graph_ir.executors import direct_conv, filter_grad, gemm, im2col, threads
-from graph_ir.executors.common import at_dtype, wide
+from graph_ir.executors.common import all_finite, at_dtype, wide
 from graph_ir.executors.grouped_conv import or_grouped, or_grouped_workspace
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps
 from graph_ir.nodes import Node
@@ -35,12 +35,6 @@ def _geometry(node: Node, x_shape, k_hw, out_hw) -> tuple[list[AxisTap], list[Ax
     (sh, sw), (dh, dw), (top, _, left, _) = a["strides"][1:3], a["dilations"][1:3], a["pads"]
     return (axis_taps(x_shape[1], out_hw[0], k_hw[0], sh, dh, top),
             axis_taps(x_shape[2], out_hw[1], k_hw[1], sw, dw, left))
-
-
-def _all_finite(a: np.ndarray) -> bool:
-    """Whether a holds no NaN or inf (one pass: a sum is finite only then; one that overflows says no, which only
-    takes the slower per-tap way)."""
-    return bool(np.isfinite(np.add.reduce(a, axis=None)))
 
 
 def _product(a: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -76,7 +70,7 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
             y = threads.matmul(_rows(x), f.reshape(f.shape[2:])).astype(dtype, copy=False).reshape(out)
         elif dtype == np.float32 and direct_conv.fits(node.attrs, x.shape, f.shape, out):
             y = direct_conv.convolve(node.attrs, x, f, out)
-        elif im2col.fits(node.attrs, x.shape, f.shape, out[1:3], x.itemsize) and _all_finite(f):
+        elif im2col.fits(node.attrs, x.shape, f.shape, out[1:3], x.itemsize) and all_finite(f):
             y = im2col.convolve(node.attrs, x, f, out, dtype)
         else:
             y = np.zeros(out, dtype)
@@ -109,7 +103,7 @@ def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarr
             else:
                 for images, rows, block in im2col.chunks(view):
                     filter_grad.add_products(df, block, dy[images, rows])
-            if _all_finite(df):  # else a NaN or inf may have met the padding: the sums again, per tap
+            if all_finite(df):  # else a NaN or inf may have met the padding: the sums again, per tap
                 return [at_dtype(node, 0, df)]
         taps_h, taps_w = _geometry(node, x.shape, f_shape[:2], dy.shape[1:3])
         df[...] = 0
@@ -118,7 +112,8 @@ def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarr
                 src, dst = _tap_slices(node, ti, tj)
                 xs, dys = x[src], dy[dst]
                 positions = math.prod(xs.shape[:3])
-                df[ti.tap, tj.tap] = gemm.matmul(xs.reshape(positions, xs.shape[3]).T, dys.reshape(positions, dys.shape[3]))
+                df[ti.tap, tj.tap] = gemm.matmul(xs.reshape(positions, xs.shape[3]).T,
+                                                 dys.reshape(positions, dys.shape[3]))
     return [at_dtype(node, 0, df)]
 
 
@@ -158,7 +153,7 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
         if transposed is not None and dtype == np.float32 and direct_conv.fits(transposed, dy.shape, f.shape, out):
             return [at_dtype(node, 0, direct_conv.convolve(transposed, dy, f, out, flipped=True))]
         if transposed is not None and im2col.fits(transposed, dy.shape, f.shape, out[1:3], dy.itemsize) and \
-                _all_finite(f):
+                all_finite(f):
             return [at_dtype(node, 0, im2col.convolve(transposed, dy, f, out, dtype, flipped=True))]
     dx = np.zeros(out, dtype)
     taps_h, taps_w = _geometry(node, dx.shape, f.shape[:2], dy.shape[1:3])

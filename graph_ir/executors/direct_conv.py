@@ -18,6 +18,7 @@ import numpy as np
 
 from graph_ir import _binding
 from graph_ir.executors import threads
+from graph_ir.executors.common import all_finite
 
 MIN_POSITIONS = 196  # output positions an image (14x14) from which the direct way is the faster one
 # ... and, for smaller images, filters up to this many elements (3x3x256x256): 8 images of 8x8x128 by 3x3x128x128
@@ -37,18 +38,22 @@ _LIMIT = 1 << 31  # the binding's bound on every dim, stride, dilation and pad
 _SUPPORTED = _binding.conv2d_direct_supported()
 
 
+def _runs_here(attrs: dict, *shapes) -> bool:
+    """AVX-512 here, and every dim, stride, dilation and pad within the binding's bound."""
+    numbers = [d for shape in shapes for d in shape] + [*attrs["strides"], *attrs["dilations"], *attrs["pads"]]
+    return _SUPPORTED and max(numbers) < _LIMIT
+
+
 def fits(attrs: dict, x_shape, f_shape, out_shape) -> bool:
     """Whether x [N, H, W, C] by f [kh, kw, C, O] into out [N, Ho, Wo, O] runs here the direct way."""
-    numbers = [*x_shape, *f_shape, *out_shape, *attrs["strides"], *attrs["dilations"], *attrs["pads"]]
-    return _SUPPORTED and max(numbers) < _LIMIT and math.prod(f_shape[:3]) <= MAX_WINDOW and (
+    return _runs_here(attrs, x_shape, f_shape, out_shape) and math.prod(f_shape[:3]) <= MAX_WINDOW and (
         out_shape[1] * out_shape[2] >= MIN_POSITIONS or math.prod(f_shape) <= SMALL_FILTER)
 
 
 def filter_fits(attrs: dict, x_shape, f_shape, dy_shape) -> bool:
     """Whether the filter gradient f_shape [kh, kw, C, O] of x and dy runs here the direct way."""
-    numbers = [*x_shape, *f_shape, *dy_shape, *attrs["strides"], *attrs["dilations"], *attrs["pads"]]
     positions = dy_shape[1] * dy_shape[2]
-    return _SUPPORTED and max(numbers) < _LIMIT and (positions <= SMALL_IMAGE or (
+    return _runs_here(attrs, x_shape, f_shape, dy_shape) and (positions <= SMALL_IMAGE or (
         positions >= MIN_POSITIONS and max(f_shape[2], f_shape[3]) <= MAX_FILTER_CHANNELS))
 
 
@@ -80,7 +85,7 @@ def convolve(attrs: dict, x: np.ndarray, f: np.ndarray, out_shape, flipped: bool
     x = np.ascontiguousarray(x, np.float32)
     f = np.ascontiguousarray(f, np.float32)
     y = np.empty(out_shape, np.float32)
-    finite = bool(np.isfinite(np.add.reduce(f, axis=None)))  # else each output sums its own taps only
+    finite = all_finite(f)  # else each output sums its own taps only
     _binding.conv2d_direct(x, f, y, list(attrs["strides"][1:3]), list(attrs["dilations"][1:3]), list(attrs["pads"]),
                            flipped, finite, threads.count())
     return y
