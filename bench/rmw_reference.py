@@ -1,10 +1,11 @@
 """The machine's practical bandwidth limit for an optimizer step: a vectorized read-modify-write copy with the same
-streams as the kernel (bench/rmw_copy.cc, compiled here with g++ -O3 -mavx2 and called through ctypes).
+streams as the kernel (bench/rmw_copy.cc, compiled here with g++ -O3 -march=native and called through ctypes).
 
 The page size of the copy's buffers matters as much as the code: NumPy asks for transparent huge pages (2 MB) on
 arrays of 4 MB and more, while TensorFlow's CPU allocator hands out tensors on 4 KB pages (with THP in "madvise"
-mode, the usual default). On 4 KB pages the same copy streams 7-21% slower here (bench/NOTES.md, issue 29), so a
-kernel on TF's tensors is compared with both: the copy on NumPy's 2 MB pages and on 4 KB pages like TF's."""
+mode, the usual default) unless glibc's malloc is told to advise huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
+On 4 KB pages the same copy streams 7-21% slower here (bench/NOTES.md, issue 29), so a kernel on TF's tensors is
+compared with both: the copy on NumPy's 2 MB pages and on 4 KB pages."""
 
 from __future__ import annotations
 
@@ -25,9 +26,7 @@ def _library() -> ctypes.CDLL:
     global _LIB
     if _LIB is None:
         out = os.path.join(tempfile.mkdtemp(prefix="tfp_rmw_"), "rmw_copy.so")
-        flags = ["-O3", "-shared", "-fPIC", "-pthread", "-std=c++17"]
-        if os.uname().machine in ("x86_64", "AMD64"):
-            flags.append("-mavx2")
+        flags = ["-O3", "-march=native", "-shared", "-fPIC", "-pthread", "-std=c++17"]
         subprocess.run(["g++", *flags, os.path.join(_HERE, "rmw_copy.cc"), "-o", out], check=True)
         _LIB = ctypes.CDLL(out)
         _LIB.rmw_copy.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int64, ctypes.c_int,
@@ -56,9 +55,10 @@ def _aligned_ones(size: int, dtype, huge_pages: bool = True) -> np.ndarray:
     return raw[offset:offset + size]
 
 
-def huge_page_kb(arrays: list[np.ndarray]) -> int:
-    """kB of the arrays' memory on transparent huge pages (AnonHugePages in /proc/self/smaps; 0 where unreadable)."""
-    spans = [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays]
+def huge_page_kb(arrays: list[np.ndarray] | None = None) -> int:
+    """kB of the arrays' memory (of the whole process with None) on transparent huge pages (AnonHugePages in
+    /proc/self/smaps; 0 where unreadable)."""
+    spans = [(0, 1 << 64)] if arrays is None else [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays]
     total, inside = 0, False
     try:
         with open("/proc/self/smaps") as f:

@@ -41,7 +41,9 @@ template <typename T>
 inline Block<T> load_block(const T* p) {
   return {{load(p)}};
 }
-template <typename T>
+// kResultsFlushed: the thread flushes subnormal results to zero (results_flush_to_zero()), so the store needs no
+// test for them; only the paired bfloat16 store has one.
+template <bool kResultsFlushed, typename T>
 inline void store_block(T* p, const Block<T>& b) {
   store(p, b.part[0]);
 }
@@ -57,10 +59,17 @@ inline Block<bfloat16_t> load_block(const bfloat16_t* p) {
   load_even_odd(p, &b.part[0], &b.part[1]);
   return b;
 }
-template <>
+template <bool kResultsFlushed>
 inline void store_block(bfloat16_t* p, const Block<bfloat16_t>& b) {
-  store_even_odd(p, b.part[0], b.part[1]);
+  store_even_odd<kResultsFlushed>(p, b.part[0], b.part[1]);
 }
+// Whether a loop over T is worth a second instance for threads that flush subnormal results.
+template <typename T>
+constexpr bool kFlushMatters = std::is_same_v<T, bfloat16_t>;
+#else
+template <typename T>
+constexpr bool kFlushMatters = false;
+inline bool results_flush_to_zero() { return false; }
 #endif
 template <typename T>
 constexpr int kBlockElements = Block<T>::kParts * Vec::kWidth;
@@ -68,7 +77,7 @@ constexpr int kBlockElements = Block<T>::kParts * Vec::kWidth;
 // One block of PowerSign, in the steps of power_sign_loop (kernels/power_sign.h): scale_neg or scale_pos by whether
 // the signs of m_t and g differ; where g is zero (only needed when a scale is not finite) scale_zero; where m_t is
 // zero or NaN, m_t + scale_zero. m is stored before var is loaded, as the portable loop does per element.
-template <bool kFiniteScales, typename T>
+template <bool kFiniteScales, bool kResultsFlushed, typename T>
 inline void power_sign_block(T* var, T* m, const T* grad, const PowerSignVecs& k) {
   const Block<T> g = load_block(grad);
   Block<T> m_t = load_block(m);
@@ -79,15 +88,15 @@ inline void power_sign_block(T* var, T* m, const T* grad, const PowerSignVecs& k
     if constexpr (!kFiniteScales) scale[p] = where(is_zero(g.part[p]), k.zero, scale[p]);
     scale[p] = add_where(zero_or_nan(m_t.part[p]), m_t.part[p], k.zero, scale[p]);
   }
-  store_block(m, m_t);
+  store_block<kResultsFlushed>(m, m_t);
   Block<T> w = load_block(var);
   for (int p = 0; p < Block<T>::kParts; ++p) w.part[p] = w.part[p] - (scale[p] * g.part[p]) * k.lr;
-  store_block(var, w);
+  store_block<kResultsFlushed>(var, w);
 }
 
 // The vectors are taken by value: a local copy cannot alias the stores (16-bit stores go through may_alias types),
 // so the compiler keeps them in registers instead of reloading them every iteration.
-template <bool kFiniteScales, typename T>
+template <bool kFiniteScales, bool kResultsFlushed, typename T>
 void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t begin, int64_t end) {
   constexpr int W = kBlockElements<T>;
   int64_t i = begin;
@@ -98,7 +107,7 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
       prefetch_ahead<1>(m + i);
       prefetch_ahead<1>(var + i);
     }
-    power_sign_block<kFiniteScales>(var + i, m + i, grad + i, k);
+    power_sign_block<kFiniteScales, kResultsFlushed>(var + i, m + i, grad + i, k);
   }
   if (i < end) {
     const int64_t n = end - i;
@@ -106,7 +115,7 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
     copy_elements(tv, var + i, n, sizeof(T));
     copy_elements(tm, m + i, n, sizeof(T));
     copy_elements(tg, grad + i, n, sizeof(T));
-    power_sign_block<kFiniteScales>(tv, tm, tg, k);
+    power_sign_block<kFiniteScales, kResultsFlushed>(tv, tm, tg, k);
     copy_elements(var + i, tv, n, sizeof(T));
     copy_elements(m + i, tm, n, sizeof(T));
   }
@@ -115,10 +124,20 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
 template <typename T>
 void power_sign(T* var, T* m, const T* grad, const PowerSignScalars<float>& s, int64_t begin, int64_t end) {
   const PowerSignVecs k(s);
+  if constexpr (kFlushMatters<T>) {
+    if (results_flush_to_zero()) {
+      if (s.finite_scales) {
+        power_sign_loop<true, true>(var, m, grad, k, begin, end);
+      } else {
+        power_sign_loop<false, true>(var, m, grad, k, begin, end);
+      }
+      return;
+    }
+  }
   if (s.finite_scales) {
-    power_sign_loop<true>(var, m, grad, k, begin, end);
+    power_sign_loop<true, false>(var, m, grad, k, begin, end);
   } else {
-    power_sign_loop<false>(var, m, grad, k, begin, end);
+    power_sign_loop<false, false>(var, m, grad, k, begin, end);
   }
 }
 
@@ -130,7 +149,7 @@ struct FusedEmaAdamVecs {
         wd(set1(k.weight_decay)), ema(set1(k.ema_decay)), one_minus_ema(set1(k.one_minus_ema_decay)) {}
 };
 
-template <typename T, bool kDecoupled>
+template <typename T, bool kDecoupled, bool kResultsFlushed>
 inline void fused_ema_adam_block(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamVecs& k) {
   constexpr int P = Block<T>::kParts;
   const Block<T> w = load_block(var);
@@ -144,13 +163,13 @@ inline void fused_ema_adam_block(const T* grad, T* var, T* m, T* v, T* s, const 
     var_out.part[p] = w.part[p] - update * k.lr;
     s_out.part[p] = s_out.part[p] * k.ema + var_out.part[p] * k.one_minus_ema;
   }
-  store_block(m, m_out);
-  store_block(v, v_out);
-  store_block(var, var_out);
-  store_block(s, s_out);
+  store_block<kResultsFlushed>(m, m_out);
+  store_block<kResultsFlushed>(v, v_out);
+  store_block<kResultsFlushed>(var, var_out);
+  store_block<kResultsFlushed>(s, s_out);
 }
 
-template <typename T, bool kDecoupled>
+template <typename T, bool kDecoupled, bool kResultsFlushed>
 void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& scalars, int64_t begin,
                          int64_t end) {
   constexpr int W = kBlockElements<T>;
@@ -164,7 +183,7 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
       prefetch_ahead<1>(v + i);
       prefetch_ahead<1>(s + i);
     }
-    fused_ema_adam_block<T, kDecoupled>(grad + i, var + i, m + i, v + i, s + i, k);
+    fused_ema_adam_block<T, kDecoupled, kResultsFlushed>(grad + i, var + i, m + i, v + i, s + i, k);
   }
   if (i < end) {
     const int64_t n = end - i;
@@ -173,7 +192,7 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
     T* tails[4] = {tvar, tm, tv, ts};
     copy_elements(tg, grad + i, n, sizeof(T));
     for (int a = 0; a < 4; ++a) copy_elements(tails[a], state[a], n, sizeof(T));
-    fused_ema_adam_block<T, kDecoupled>(tg, tvar, tm, tv, ts, k);
+    fused_ema_adam_block<T, kDecoupled, kResultsFlushed>(tg, tvar, tm, tv, ts, k);
     for (int a = 0; a < 4; ++a) copy_elements(state[a], tails[a], n, sizeof(T));
   }
 }
@@ -181,10 +200,20 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
 template <typename T>
 void fused_ema_adam(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& k, int64_t begin,
                     int64_t end) {
+  if constexpr (kFlushMatters<T>) {
+    if (results_flush_to_zero()) {
+      if (k.decoupled) {
+        fused_ema_adam_loop<T, true, true>(grad, var, m, v, s, k, begin, end);
+      } else {
+        fused_ema_adam_loop<T, false, true>(grad, var, m, v, s, k, begin, end);
+      }
+      return;
+    }
+  }
   if (k.decoupled) {
-    fused_ema_adam_loop<T, true>(grad, var, m, v, s, k, begin, end);
+    fused_ema_adam_loop<T, true, false>(grad, var, m, v, s, k, begin, end);
   } else {
-    fused_ema_adam_loop<T, false>(grad, var, m, v, s, k, begin, end);
+    fused_ema_adam_loop<T, false, false>(grad, var, m, v, s, k, begin, end);
   }
 }
 

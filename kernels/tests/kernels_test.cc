@@ -9,6 +9,10 @@
 #include <random>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include "kernels/fused_ema_adam.h"
 #include "kernels/isa.h"
 #include "kernels/power_sign.h"
@@ -193,10 +197,23 @@ void test_indices_past_2_31() {
   }
 }
 
+// FTZ and DAZ set on this thread for the scope, as TensorFlow and graph_ir's binding set them around the kernels
+// (the kernels then skip the AVX512_BF16 store's subnormal test: no result can be subnormal).
+class FlushSubnormals {
+ public:
+#if defined(__x86_64__) || defined(__i386__)
+  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushSubnormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+#endif
+};
+
 // bfloat16 results that are float32 subnormals, one at a time in each lane of a 64-element range: the AVX512_BF16
 // stores (which flush them) must fall back to the integer rounding, and put every lane back in place (the paired
-// path holds even and odd elements in separate vectors).
-void test_bfloat16_subnormal_lanes() {
+// path holds even and odd elements in separate vectors). With `flushed` (FTZ/DAZ set), every path gives zero there.
+void test_bfloat16_subnormal_lanes(bool flushed) {
   const auto s = make_power_sign_scalars<float>(0.03f, 0.7f, 0.9f, 0.5f);
   std::mt19937 rng(11);
   for (int lane = 0; lane < 64; ++lane) {
@@ -207,7 +224,13 @@ void test_bfloat16_subnormal_lanes() {
     m0[lane] = narrow<bfloat16_t>(2e-38f);  // m_t = 0.5 * 2e-38: subnormal; var stays 0
     std::vector<bfloat16_t> want_var = var0, want_m = m0;
     power_sign_on(paths()[0], want_var.data(), want_m.data(), g.data(), s, 0, n);
-    EXPECT(bits(want_m[lane]) != 0 && (bits(want_m[lane]) & 0x7f80) == 0, "lane %d: m_t is not a subnormal", lane);
+#if defined(__x86_64__) || defined(__i386__)
+    if (flushed) {
+      EXPECT((bits(want_m[lane]) & 0x7fff) == 0, "lane %d: m_t is not flushed under FTZ", lane);
+    } else {
+      EXPECT(bits(want_m[lane]) != 0 && (bits(want_m[lane]) & 0x7f80) == 0, "lane %d: m_t is not a subnormal", lane);
+    }
+#endif
     for (const auto& p : paths()) {
       std::vector<bfloat16_t> var = var0, m = m0;
       power_sign_on(p, var.data(), m.data(), g.data(), s, 0, n);
@@ -251,7 +274,14 @@ int main() {
   test_fused_paths<bfloat16_t>("bfloat16");
   test_power_sign_against_scalar_reference();
   test_indices_past_2_31();
-  test_bfloat16_subnormal_lanes();
+  test_bfloat16_subnormal_lanes(false);
+  {
+    // The same under FTZ/DAZ, as the kernels run in TensorFlow and graph_ir: every path against the portable loop.
+    const FlushSubnormals flush;
+    test_power_sign_paths<bfloat16_t>("bfloat16 with FTZ");
+    test_fused_paths<bfloat16_t>("bfloat16 with FTZ");
+    test_bfloat16_subnormal_lanes(true);
+  }
   if (failures) {
     std::printf("%d failures\n", failures);
     return 1;

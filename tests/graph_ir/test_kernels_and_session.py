@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,18 +19,22 @@ from op_spec.reference import random_tensor
 from tests.helpers import ROOT
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
-@pytest.mark.parametrize("n", [0, 1, 17, 1000, 70001])
-def test_power_sign_equals_the_tf_op(dtype, n):
-    rng = np.random.default_rng(n)
-    var, m, grad = (random_tensor(rng, (n,), dtype) for _ in range(3))
-    scalars = {"lr": 0.03, "logbase": 0.7, "sign_decay": 0.9, "beta": 0.8}
+def _power_sign_equals_the_tf_op(var: np.ndarray, m: np.ndarray, grad: np.ndarray, scalars: dict) -> None:
+    """graph_ir.kernels updates var and m in place bitwise as the TF op updates copies of them."""
     tv, tm = tf.Variable(var), tf.Variable(m)
     tf_plugin.raw_ops.ResourceApplyPowerSign(var=tv, m=tm, grad=grad, **{k: tf.constant(v, tv.dtype)
                                                                           for k, v in scalars.items()})
     kernels.inplace_apply_power_sign(var, m, grad=grad, **scalars)
     np.testing.assert_array_equal(var.view(np.uint8), tv.numpy().view(np.uint8))
     np.testing.assert_array_equal(m.view(np.uint8), tm.numpy().view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 17, 1000, 70001])
+def test_power_sign_equals_the_tf_op(dtype, n):
+    rng = np.random.default_rng(n)
+    var, m, grad = (random_tensor(rng, (n,), dtype) for _ in range(3))
+    _power_sign_equals_the_tf_op(var, m, grad, {"lr": 0.03, "logbase": 0.7, "sign_decay": 0.9, "beta": 0.8})
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -45,6 +50,20 @@ def test_fused_ema_adam_equals_the_tf_op(dtype, mode):
     kernels.apply_fused_ema_adam(grad, var, m, v, s, np.array([7], np.int64), **attrs)
     for got, want in zip((var, m, v, s), tvs):
         np.testing.assert_array_equal(got.view(np.uint8), want.numpy().view(np.uint8))
+
+
+def test_bfloat16_subnormal_results_are_flushed_as_in_tf():
+    """graph_ir.kernels runs with FTZ/DAZ as TF does, so a float32 result below 2^-126 is flushed, not rounded to
+    bfloat16's subnormal grid, bitwise as the TF op (whose AVX512_BF16 stores then skip their subnormal test). Every
+    bfloat16 pattern as grad, var = m = 0, scale 1, lr = -2^-120: var = g * 2^-120."""
+    grad = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    var, m = np.zeros_like(grad), np.zeros_like(grad)
+    _power_sign_equals_the_tf_op(var, m, grad, {"lr": -(2.0**-120), "logbase": 0.0, "sign_decay": 1.0, "beta": 0.5})
+    exact = grad.astype(np.float64) * 2.0**-120
+    subnormal = (exact != 0) & (np.abs(exact) < np.finfo(np.float32).tiny)
+    assert np.count_nonzero(subnormal) > 1000 and np.all(var[subnormal].astype(np.float32) == 0)
+    m_subnormal = (grad != 0) & (np.abs(grad.astype(np.float64) * 0.5) < np.finfo(np.float32).tiny)
+    assert np.count_nonzero(m_subnormal) > 100 and np.all(m[m_subnormal].astype(np.float32) == 0)
 
 
 def _fresh(dtype="float32", n=6):

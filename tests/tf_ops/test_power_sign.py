@@ -70,6 +70,26 @@ def test_half_types_against_float64(dtype):
     assert err_m.max() <= stock_err_m.max()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [7, 37, 100_003])
+def test_one_variable_as_var_and_m_gives_what_stock_gives(dtype, n):
+    """var and m the same variable: as in stock, the update is copied on write, so m's write wins and the variable
+    holds m_t (float32: within a rounding of stock; half types: m_t rounded once from float32)."""
+    rng = np.random.default_rng(n)
+    x, g = random_tensor(rng, (n,), dtype), random_tensor(rng, (n,), dtype)
+    h = {k: float(np.asarray(v).astype(NP_DTYPES[dtype])) for k, v in hyper(rng).items()}
+    results = []
+    for op in (tf_plugin.raw_ops.ResourceApplyPowerSign, tf.raw_ops.ResourceApplyPowerSign):
+        v = tf.Variable(x)
+        op(var=v.handle, m=v.handle, grad=tf.constant(g), **{k: tf.constant(a, tf.as_dtype(dtype)) for k, a in h.items()})
+        results.append(v.numpy().astype(np.float64))
+    m_t = power_sign(x, x, h["lr"], h["logbase"], h["sign_decay"], h["beta"], g)[1]
+    eps = {"float32": 1e-6}.get(dtype, float(np.finfo(NP_DTYPES[dtype]).eps))
+    scale = np.abs(x.astype(np.float64)) + np.abs(g.astype(np.float64)) + np.abs(m_t)
+    for got in results:  # ours, then stock
+        assert np.all(np.abs(got - m_t) <= eps * scale + float(np.finfo(NP_DTYPES[dtype]).smallest_subnormal))
+
+
 def test_tf_function_and_scalar_shape_one():
     rng = np.random.default_rng(3)
     var0, m0, g = (random_tensor(rng, (33,), "float32") for _ in range(3))
