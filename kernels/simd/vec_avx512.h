@@ -70,10 +70,10 @@ inline void load_even_odd(const bfloat16_t* p, Vec* even, Vec* odd) {
   odd->v = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// Whether this thread's float32 arithmetic flushes subnormal results to zero: MXCSR's FTZ set with underflow
-// masked, as TensorFlow and graph_ir's binding set it around the kernels. Every value the loops store is the result
-// of an add or a subtract, so then none is subnormal.
-inline bool results_flush_to_zero() { return (_mm_getcsr() & 0x8800u) == 0x8800u; }
+// Whether this thread's float32 arithmetic neither reads nor makes subnormals: MXCSR's FTZ and DAZ set with
+// underflow masked, as TensorFlow and graph_ir's binding set them around the kernels. Every value the loops store is
+// the result of an add or a subtract, so then none is subnormal.
+inline bool results_flush_to_zero() { return (_mm_getcsr() & 0x8840u) == 0x8840u; }
 
 // The inverse of load_even_odd, rounding to nearest even: one vcvtne2ps2bf16 for both vectors (even elements in
 // words 0-15, odd in 16-31), one word permute back to the natural order, one 64-byte store. Subnormals (which
