@@ -74,6 +74,16 @@ inline bool results_flush_to_zero() { return false; }
 template <typename T>
 constexpr int kBlockElements = Block<T>::kParts * Vec::kWidth;
 
+// run(std::bool_constant<kResultsFlushed>) with kResultsFlushed = results_flush_to_zero() where that matters for T, so
+// a loop gets a second instance only where its stores have a test to drop.
+template <typename T, typename Run>
+inline void with_results_flushed(Run run) {
+  if constexpr (kFlushMatters<T>) {
+    if (results_flush_to_zero()) return run(std::true_type{});
+  }
+  run(std::false_type{});
+}
+
 // One block of PowerSign, in the steps of power_sign_loop (kernels/power_sign.h): scale_neg or scale_pos by whether
 // the signs of m_t and g differ; where g is zero (only needed when a scale is not finite) scale_zero; where m_t is
 // zero or NaN, m_t + scale_zero. m is stored before var is loaded, as the portable loop does per element.
@@ -124,21 +134,13 @@ void power_sign_loop(T* var, T* m, const T* grad, const PowerSignVecs k, int64_t
 template <typename T>
 void power_sign(T* var, T* m, const T* grad, const PowerSignScalars<float>& s, int64_t begin, int64_t end) {
   const PowerSignVecs k(s);
-  if constexpr (kFlushMatters<T>) {
-    if (results_flush_to_zero()) {
-      if (s.finite_scales) {
-        power_sign_loop<true, true>(var, m, grad, k, begin, end);
-      } else {
-        power_sign_loop<false, true>(var, m, grad, k, begin, end);
-      }
-      return;
+  with_results_flushed<T>([&](auto flushed) {
+    if (s.finite_scales) {
+      power_sign_loop<true, decltype(flushed)::value>(var, m, grad, k, begin, end);
+    } else {
+      power_sign_loop<false, decltype(flushed)::value>(var, m, grad, k, begin, end);
     }
-  }
-  if (s.finite_scales) {
-    power_sign_loop<true, false>(var, m, grad, k, begin, end);
-  } else {
-    power_sign_loop<false, false>(var, m, grad, k, begin, end);
-  }
+  });
 }
 
 struct FusedEmaAdamVecs {
@@ -200,21 +202,13 @@ void fused_ema_adam_loop(const T* grad, T* var, T* m, T* v, T* s, const FusedEma
 template <typename T>
 void fused_ema_adam(const T* grad, T* var, T* m, T* v, T* s, const FusedEmaAdamScalars& k, int64_t begin,
                     int64_t end) {
-  if constexpr (kFlushMatters<T>) {
-    if (results_flush_to_zero()) {
-      if (k.decoupled) {
-        fused_ema_adam_loop<T, true, true>(grad, var, m, v, s, k, begin, end);
-      } else {
-        fused_ema_adam_loop<T, false, true>(grad, var, m, v, s, k, begin, end);
-      }
-      return;
+  with_results_flushed<T>([&](auto flushed) {
+    if (k.decoupled) {
+      fused_ema_adam_loop<T, true, decltype(flushed)::value>(grad, var, m, v, s, k, begin, end);
+    } else {
+      fused_ema_adam_loop<T, false, decltype(flushed)::value>(grad, var, m, v, s, k, begin, end);
     }
-  }
-  if (k.decoupled) {
-    fused_ema_adam_loop<T, true, false>(grad, var, m, v, s, k, begin, end);
-  } else {
-    fused_ema_adam_loop<T, false, false>(grad, var, m, v, s, k, begin, end);
-  }
+  });
 }
 
 inline constexpr KernelTable kTable = {
