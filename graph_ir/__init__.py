@@ -18,16 +18,20 @@ from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.session import Session
 
 
-def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> Graph:
+def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = None,
+                    freeze_learning_rate: bool = True) -> Graph:
     """Lowers a TensorFlow step to a GE graph; see graph_ir.lowering (which imports TensorFlow on first use).
 
     from_tensorflow(fn, *args): fn a tf.function (traced with `args`) or a ConcreteFunction: what it runs.
     from_tensorflow(graph, fetches=..., session=None): a tf.Graph or GraphDef: what Session.run(fetches) runs, with
     the variables' values from `session` (or their constant initializers).
+    freeze_learning_rate: a FusedEmaAdam learning-rate variable that nothing else in the step reads or writes becomes
+    ApplyFusedEmaAdam's lr attribute at its current value (True), or stays a Variable that drives every step (False).
     """
     from graph_ir import lowering  # TensorFlow is imported here, not by `import graph_ir`
 
-    return lowering.from_tensorflow(fn, *args, fetches=fetches, session=session)
+    return lowering.from_tensorflow(fn, *args, fetches=fetches, session=session,
+                                    freeze_learning_rate=freeze_learning_rate)
 
 
 def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> dict[str, list[str]]:

@@ -37,6 +37,14 @@ def default_graph() -> Graph:
     return stack[-1]
 
 
+def frozen_message(name: str, nodes: list[str]) -> str:
+    """Why a frozen learning-rate variable is not in the graph, and what to do."""
+    return (f"the learning-rate variable {name!r} is not a Variable of the graph: its value when lowering is the lr "
+            f"attribute of ApplyFusedEmaAdam {', '.join(repr(n) for n in nodes[:3])}"
+            f"{' ...' if len(nodes) > 3 else ''}. Lower the step again after changing it, or lower with "
+            "graph_ir.from_tensorflow(..., freeze_learning_rate=False) to keep it a Variable that drives each step")
+
+
 class Graph:
     """A GE graph (one GraphDef of a ModelDef). Use ``with graph:`` to add nodes with the builders."""
 
@@ -49,6 +57,9 @@ class Graph:
         self._next_suffix: dict[str, int] = {}
         self._variable_names: dict[int, str] = {}  # id(TF variable) -> GE Variable name (from_tensorflow)
         self._flat_parts: dict[int, list[tuple[str, int, tuple[int, ...]]]] = {}  # id(flat TF variable) -> parts
+        # Learning-rate variables from_tensorflow froze into ApplyFusedEmaAdam's lr attribute (their current values),
+        # left out of the graph: GE name -> the optimizer nodes that took the value.
+        self.frozen_variables: dict[str, list[str]] = {}
         self.subgraphs: dict[str, Graph] = {}  # every subgraph nested below this graph, by its unique name
         self.parent_node: Node | None = None  # the functional node this graph is a subgraph of
         self.parent_graph: Graph | None = None  # the graph holding parent_node
@@ -168,8 +179,11 @@ class Graph:
     def variable_name(self, variable: Any) -> str:
         """The GE Variable name of a TF or Keras variable that graph_ir.from_tensorflow captured in this graph."""
         for candidate in (variable, getattr(variable, "value", None)):
-            if id(candidate) in self._variable_names:
-                return self._variable_names[id(candidate)]
+            name = self._variable_names.get(id(candidate))
+            if name in self.frozen_variables:
+                raise KeyError(frozen_message(name, self.frozen_variables[name]))
+            if name is not None:
+                return name
         raise KeyError(f"graph {self.name!r} captured no variable {getattr(variable, 'name', variable)!r}")
 
     def flat_state_parts(self, variable: Any) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -234,13 +248,35 @@ class Graph:
         if node.subgraph_graphs:
             nesting.detach(self, node)
 
-    def remove_unread_consts(self) -> None:
-        """Removes the Consts that no node reads (left behind by constant folding), in one pass."""
-        read = {h.node.name for n in self.nodes.values() for h in n.inputs if h is not None}
-        read |= {c.name for n in self.nodes.values() for c in n.control_inputs}
-        read |= {h.node.name for h in self.outputs}
-        for name in [n.name for n in self.nodes.values() if n.type == "Const" and n.name not in read]:
-            del self.nodes[name]
+    def remove_unread(self, types: tuple[str, ...], variables: set[str] = frozenset()) -> None:
+        """Removes the nodes of `types` (pure ones: Consts left behind by constant folding, reads) that no node reads,
+        data or control, and the graph does not return, again until none is left, so that an unread chain goes
+        whole. The Variables named in `variables` (frozen into attributes) go with the reads that only feed them
+        forward, even where control edges name those reads (tf.function orders every read before its end): a
+        control reader then waits for what the removed node waited for instead."""
+        chain = set(variables) & set(self.nodes)
+        for node in self.topological_order() if chain else ():
+            if node.type in types and any(h is not None and h.node.name in chain for h in node.inputs):
+                chain.add(node.name)
+        while True:
+            data_read = {h.node.name for n in self.nodes.values() for h in n.inputs if h is not None}
+            data_read |= {h.node.name for h in self.outputs}
+            control_read = {c.name for n in self.nodes.values() for c in n.control_inputs}
+            unread = [n for n in self.nodes.values() if n.name not in data_read and
+                      (n.name in chain or (n.type in types and n.name not in control_read))]
+            if not unread:
+                return
+            for node in unread:
+                self._remove_passing_controls(node)
+
+    def _remove_passing_controls(self, node: Node) -> None:
+        """Removes `node`, which nothing reads as data; its control readers wait for its inputs instead."""
+        before = [h.node for h in node.inputs if h is not None] + list(node.control_inputs)
+        del self.nodes[node.name]
+        for reader in self.nodes.values():
+            if any(c is node for c in reader.control_inputs):
+                kept = [c for c in reader.control_inputs if c is not node]
+                reader.control_inputs = kept + [c for c in before if all(k is not c for k in kept)]
 
     # -- serialization --------------------------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from graph_ir.errors import GraphError
 from graph_ir.executors import WORKSPACE, run_settings
 from graph_ir.executors import control as control_flow
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step, resolve_steps
-from graph_ir.graph import Graph
+from graph_ir.graph import Graph, frozen_message
 from graph_ir.nodes import Node
 from graph_ir.snapshots import snapshots_to_copy, value_storage
 from graph_ir.verify import is_int
@@ -141,6 +141,7 @@ class Session:
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
         self._variables: dict[str, np.ndarray] = {}
+        self._frozen: dict[str, list[str]] = {}  # learning-rate variables the added graphs froze (Graph.frozen_variables)
         self._lock = threading.Lock()
 
     def add_graph(self, graph_id: int, graph: Graph) -> None:
@@ -166,6 +167,7 @@ class Session:
                     raise GraphError(f"Variable {node.name!r} is held as {held.dtype}{list(held.shape)}, but graph "
                                      f"{graph.name!r} declares {value.dtype}{list(value.shape)}")
             self._variables.update(new)
+            self._frozen.update(graph.frozen_variables)
             self._plans[graph_id] = plan
 
     def remove_graph(self, graph_id: int) -> None:
@@ -248,6 +250,11 @@ class Session:
                 values[k] = None
         return outputs
 
+    def _check_held(self, name: Any) -> None:
+        if not isinstance(name, str) or name not in self._variables:
+            raise KeyError(frozen_message(name, self._frozen[name]) if isinstance(name, str) and name in self._frozen else
+                           f"the session holds no Variable {name!r:.200}; it has {sorted(self._variables)}")
+
     def get_variables(self, names: Iterable[str]) -> list[np.ndarray]:
         """Copies of the named Variables' values (`names`: a list of Variable names)."""
         if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
@@ -256,8 +263,7 @@ class Session:
         names = list(names)
         with self._lock:
             for name in names:
-                if not isinstance(name, str) or name not in self._variables:
-                    raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
+                self._check_held(name)
             return [self._variables[name].copy() for name in names]
 
     def set_variables(self, values: Mapping[str, Any]) -> None:
@@ -267,8 +273,7 @@ class Session:
         with self._lock:
             checked = {}
             for name, value in values.items():
-                if not isinstance(name, str) or name not in self._variables:
-                    raise KeyError(f"the session holds no Variable {name!r}; it has {sorted(self._variables)}")
+                self._check_held(name)
                 held, array = self._variables[name], np.asarray(value)
                 if array.dtype.newbyteorder("=") != held.dtype or array.shape != held.shape:
                     raise ValueError(f"Variable {name!r} is {held.dtype}{list(held.shape)}, got "

@@ -12,6 +12,7 @@ from graph_ir import kernels
 from graph_ir.executors import (
     activation,
     array,
+    checks,
     conv,
     depthwise,
     logic,
@@ -87,12 +88,13 @@ EXECUTORS: dict[str, Executor] = {
     **resize.EXECUTORS,
     **random.EXECUTORS,
     **tensorlist.EXECUTORS,
+    **checks.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the
 # session copies when their source may still be written in place. Ref ops write their ref input. All other
 # executors allocate new arrays (they count toward a run's memory).
-ALIASING = frozenset({"Identity", "Reshape", "IdentityN", "ExpandDims", "Squeeze"})
+ALIASING = frozenset({"Identity", "Reshape", "IdentityN", "ExpandDims", "Squeeze", "CheckNumerics"})
 SNAPSHOTS = frozenset({"Identity", "IdentityN"})
 
 # Working memory an executor holds while it runs, beyond its inputs and outputs: {op type: fn(node) -> bytes}, an

@@ -15,9 +15,13 @@ Function calls (nested tf.functions, PartitionedCall / StatefulPartitionedCall) 
 (graph_ir/lowering/inline.py). graph_ir.missing_ops(fn, *args) lists every op that has no lowering
 (graph_ir/lowering/report.py). The op mapping is in graph_ir/lowering/table.py, the naming of Variables in
 graph_ir/lowering/capture.py (Graph.variable_name(v) gives a variable's GE name). FusedEmaAdam's lr is a GE
-attribute: a constant, or the current value of a learning-rate variable the step does not write (lowering again picks
-up a new value); a learning rate computed in the step (a schedule) is a LoweringError. Scalar policy: a rank-0 tensor
-feeding a GE scalar input (lr, logbase, sign_decay, beta, step) is given shape [1], as in CANN's GE-IR samples.
+attribute, so an optimizer node is ApplyFusedEmaAdam where its lr is known when lowering: a constant, or (with
+freeze_learning_rate, the default) the current value of a learning-rate variable that nothing else in the step reads
+or writes, which is then frozen: left out of the graph (Graph.frozen_variables; lowering again picks up a new value).
+Where lr is known only when the step runs (a schedule or callable computed in the step, an argument, or a variable
+with freeze_learning_rate=False, which stays a GE Variable that drives every step), the update is GE elementwise ops
+taking lr as a tensor, bitwise our kernel (graph_ir/lowering/lr_tensor.py). Scalar policy: a rank-0 tensor feeding
+a GE scalar input (lr, logbase, sign_decay, beta, step) is given shape [1], as in CANN's GE-IR samples.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from graph_ir.lowering.trace import lowering_errors, prepare
 __all__ = ["LOWERINGS", "LoweringError", "from_tensorflow", "missing_ops", "op_table"]
 
 
-def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session: Any = None) -> Graph:
+def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session: Any = None,
+                    freeze_learning_rate: bool = True) -> Graph:
     """Lowers a TF step to a GE graph (see the module docstring for the rules).
 
     Args:
@@ -45,6 +50,10 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
       *args: the arguments to trace a tf.function with.
       fetches: for a tf.Graph or GraphDef, what tf.compat.v1.Session.run would fetch (ops, tensors or names).
       session: for a tf.Graph, a tf.compat.v1.Session holding its variables' values.
+      freeze_learning_rate: whether a FusedEmaAdam learning rate read from a variable that nothing else in the step
+        reads or writes becomes ApplyFusedEmaAdam's lr attribute at its current value (the variable left out of the
+        graph; Session.set_variables refuses its name), or stays a GE Variable that drives each step through GE ops
+        taking lr as a tensor (for callbacks such as ReduceLROnPlateau that change it between steps).
     Returns:
       a verified graph_ir.Graph.
     Raises:
@@ -52,6 +61,17 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
     """
     with lowering_errors("lowering the step"):
         step = prepare(fn, args, fetches, session)
-    with lowering_errors(f"lowering {step.name}"):
-        return Lowerer(step.graph_def, step.name, args=step.args, variables=step.variables, outputs=step.outputs,
-                       must_run=step.must_run, functional=lower_functional).run()
+    if not isinstance(freeze_learning_rate, bool):
+        raise LoweringError(f"freeze_learning_rate must be a bool, got {freeze_learning_rate!r:.80}")
+
+    def lower(never_frozen: frozenset[str]) -> Graph:
+        with lowering_errors(f"lowering {step.name}"):
+            return Lowerer(step.graph_def, step.name, args=step.args, variables=step.variables, outputs=step.outputs,
+                           must_run=step.must_run, functional=lower_functional,
+                           freeze_learning_rate=freeze_learning_rate, never_frozen=never_frozen).run()
+
+    graph = lower(frozenset())
+    # A variable frozen in one place but read or written in another (its Variable node is still there) must drive
+    # the step everywhere: lowered again with it as a tensor.
+    held = {n.name for g in (graph, *graph.subgraphs.values()) for n in g.nodes_of_type("Variable")}
+    return lower(frozenset(held & set(graph.frozen_variables))) if held & set(graph.frozen_variables) else graph

@@ -41,7 +41,8 @@ class FunctionLowerer(Lowerer):
                  must_run: list[str], parent, optional_descs: dict[str, TensorDesc]):
         variables = {arg: p.variable for arg, p in params.items() if p.variable is not None}
         super().__init__(graph_def, name, args=value_args, variables=variables, outputs=outputs, must_run=must_run,
-                         functional=parent.functional)
+                         functional=parent.functional, freeze_learning_rate=parent.freeze_learning_rate,
+                         never_frozen=parent.never_frozen)
         self.params, self.optional_descs = params, optional_descs
         self.library = parent.library
         self.scalar_only -= set(value_args)  # parameters keep the parent's shapes
@@ -123,6 +124,8 @@ def lower_function(ctx, node, attr: str, fname: str, params: list[Param], role: 
         raise LoweringError(f"{where}: {e}") from None
     # The variables it captured (and flat optimizer state it split) are the root graph's to name.
     ctx.graph._variable_names.update(graph._variable_names)
+    for frozen, nodes in graph.frozen_variables.items():
+        ctx.graph.frozen_variables.setdefault(frozen, []).extend(nodes)
     for key, parts in graph._flat_parts.items():  # a flat state the function splits is held by its parts
         known = ctx.graph._flat_parts.setdefault(key, [])
         known.extend(p for p in parts if p not in known)

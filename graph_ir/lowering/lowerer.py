@@ -19,6 +19,7 @@ from graph_ir.lowering import ops
 from graph_ir.lowering.capture import attr_value, parse_tensor
 from graph_ir.lowering.context import FunctionalLowering, LoweringContext
 from graph_ir.lowering.inline import is_stateful
+from graph_ir.lowering.lr_tensor import fused_ema_adam_with_lr_tensor
 from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, INPUTS, LOWERINGS, MULTI_LOWERINGS, OpLowering
 from graph_ir.nodes import Handle, Node, TensorDesc
@@ -31,9 +32,14 @@ class Lowerer(LoweringContext):
     empty_ok = False  # whether a graph that runs and returns nothing is fine (a function lowered into a subgraph)
 
     def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
-                 outputs: list[str], must_run: list[str], functional: FunctionalLowering | None = None):
+                 outputs: list[str], must_run: list[str], functional: FunctionalLowering | None = None,
+                 freeze_learning_rate: bool = True, never_frozen: frozenset[str] = frozenset()):
         super().__init__(name, {n.name: n for n in graph_def.node}, functional)
         self.args, self.variables, self.outputs, self.must_run = args, variables, outputs, must_run
+        # Learning-rate variables frozen into ApplyFusedEmaAdam's lr attribute (GE name -> where), unless the option
+        # is off or the variable is one found read or written elsewhere in the step (graph_ir.lowering.from_tensorflow
+        # lowers again with it in never_frozen).
+        self.freeze_learning_rate, self.never_frozen = freeze_learning_rate, never_frozen
         self.passthrough: dict[str, list[Node]] = {}  # a NoOp -> the GE nodes its control inputs stand for
         self.stateful: list[Node] = []
         self.split_flat: set[str] = set()  # flat-state variable nodes split per variable (graph_ir/lowering/multi.py)
@@ -100,7 +106,8 @@ class Lowerer(LoweringContext):
         if not self.stateful and not outputs and not self.empty_ok:
             raise LoweringError("the TF graph runs no update and returns nothing: there is nothing to lower")
         self.graph.set_outputs(outputs, control_inputs=self.stateful)
-        self.graph.remove_unread_consts()
+        # The reads that only fed frozen attributes go, the frozen Variables with them.
+        self.graph.remove_unread(("Const", "Identity", "Cast", "Reshape"), variables=set(self.graph.frozen_variables))
         return self.graph
 
     def _lower_from(self, root: str) -> None:
@@ -227,22 +234,34 @@ class Lowerer(LoweringContext):
         state = state or {}
         attrs = {a: attr_value(node, a) for a in lowering.tf_attrs if a in node.attr}
         attrs.update(attrs_override or {})
+        tensor_attrs = {}
         for a in lowering.attr_inputs:
-            value = self._constant(by_name[a], a, node, lowering)
+            value = self._attribute(by_name[a], name)
+            if value is None:
+                tensor_attrs[a] = self.handle(by_name[a])
+                continue
             if value.size != 1:
                 raise LoweringError(f"{node.op} {node.name!r}: {a} must be a scalar, got shape {list(value.shape)}")
             attrs[a] = float(value.reshape(()))
+        if tensor_attrs:  # only FusedEmaAdam's lr is an attribute input (op_spec's GeSide.attr_inputs)
+            handles = {n: state[n] if n in state else self.handle(by_name[n]) for n in lowering.ge_inputs}
+            assigns = fused_ema_adam_with_lr_tensor(self.graph, name, attrs, lr=tensor_attrs["lr"],
+                                                    controls=controls, **handles)
+            self.stateful.extend(assigns)
+            return assigns[-1]
         inputs = [state[n] if n in state else self._scalar(by_name[n]) if n in lowering.scalar_inputs
                   else self.handle(by_name[n]) for n in lowering.ge_inputs]
         ge_node = self.graph.add_node(lowering.ge_type, inputs, attrs, name=name, control_inputs=controls)
         self.stateful.append(ge_node)
         return ge_node
 
-    def _constant(self, tensor: str, what: str, consumer, lowering: OpLowering) -> np.ndarray:
-        """The value of a TF input that becomes a GE attribute: a Const, or the current value of a variable that the
-        step does not write, through Identity, ReadVariableOp and Cast. Anything computed is refused."""
+    def _attribute(self, tensor: str, consumer: str) -> np.ndarray | None:
+        """The value of a TF input that becomes a GE attribute: a Const (or folded into one), or, with
+        freeze_learning_rate, the current value of a variable that the step does not write, through Identity,
+        ReadVariableOp and Cast (the variable is then frozen: left out of the graph). None where it is known only
+        when the step runs (computed, an argument, a variable the step writes or one not to freeze)."""
         known = self.value(self.handle(tensor))
-        if known is not None:  # a Const, or folded into one
+        if known is not None:
             return np.asarray(known)
         name = parse_tensor(tensor)[0]
         casts = []
@@ -255,14 +274,12 @@ class Lowerer(LoweringContext):
             name = parse_tensor(node.input[0])[0]
         if node.op == "Const":
             value = tf.make_ndarray(node.attr["value"].tensor)
-        elif name in self.variables and name not in self.written:
+        elif name in self.variables and name not in self.written and self.freeze_learning_rate and \
+                self.variables[name][0] not in self.never_frozen:
             value = self.variables[name][1]
+            self.graph.frozen_variables.setdefault(self.variables[name][0], []).append(consumer)
         else:
-            raise LoweringError(
-                f"{consumer.op} {consumer.name!r}: {what} becomes an attribute of GE {lowering.ge_type}, "
-                f"so it must be known when lowering, but it comes from {node.op} node {node.name!r} (a function "
-                "argument, a value computed in the step such as a learning-rate schedule, or a variable the step "
-                "changes). Use a constant learning rate, and lower the step again whenever you change it.")
+            return None
         for dtype in reversed(casts):
             value = np.asarray(value).astype(dtype)
         return np.asarray(value)

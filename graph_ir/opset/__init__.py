@@ -5,6 +5,7 @@ declaring its ops' prototypes as CANN's REG_OPs do, with their output rules. Imp
 from graph_ir.opset import (
            activation,
            array,
+           checks,
            control,
            conv,
            depthwise,
@@ -19,5 +20,5 @@ from graph_ir.opset import (
            tensorlist,
 )
 
-__all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
+__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
            "slicing", "splitting", "tensorlist"]

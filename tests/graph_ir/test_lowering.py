@@ -110,18 +110,6 @@ def test_fused_ema_adam_lowers_and_matches_tf_bitwise():
     del step_var
 
 
-def test_lowering_a_non_constant_lr_is_a_clear_error():
-    var, m, v, s = (tf.Variable(tf.zeros(4)) for _ in range(4))
-
-    @tf.function
-    def train(grad, lr):
-        tf_plugin.raw_ops.ResourceApplyFusedEmaAdam(var=var, m=m, v=v, s=s, grad=grad, step=1, lr=lr)
-
-    with pytest.raises(graph_ir.LoweringError, match="lr becomes an attribute of GE ApplyFusedEmaAdam, so it must be "
-                                                     "known when lowering, but it comes from Placeholder node 'lr'"):
-        graph_ir.from_tensorflow(train, tf.TensorSpec((4,), tf.float32), tf.TensorSpec((), tf.float32))
-
-
 def test_an_op_it_cannot_lower_is_named():
     var, m = tf.Variable(tf.zeros(4)), tf.Variable(tf.zeros(4))
 

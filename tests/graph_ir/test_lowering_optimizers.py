@@ -1,6 +1,7 @@
 """Complete optimizer steps lowered to GE and run K steps in graph_ir.Session against K steps in TensorFlow: the
 Keras and TF1 optimizers of this package with float learning rates, Keras schedules and every sign decay, read
-back from .air and .pbtxt files. Every variable, slot and counter is compared."""
+back from .air and .pbtxt files. Every variable, slot and counter is compared. FusedEmaAdam's learning rates
+(schedules, frozen and fed lr variables): test_lowering_schedules.py."""
 
 from __future__ import annotations
 
@@ -67,22 +68,6 @@ def test_keras_optimizer_step(name, tmp_path):
     assert all(len(graph.flat_state_parts(v)) == len(SHAPES) for v in flat)
     differences = run_side_by_side(graph, step, _grads, compared, str(tmp_path))
     assert max(differences.values()) <= RTOL, differences
-
-
-def test_fused_ema_adam_with_a_schedule_is_refused_with_the_fix():
-    step, specs, _, _ = _keras_step(lambda: FusedEmaAdam(keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)))
-    with pytest.raises(graph_ir.LoweringError, match="lr becomes an attribute of GE ApplyFusedEmaAdam.*Use a "
-                                                     "constant learning rate"):
-        graph_ir.from_tensorflow(step, *specs)
-
-
-def test_fused_ema_adam_float_lr_becomes_the_attribute():
-    step, specs, _, optimizer = _keras_step(lambda: FusedEmaAdam(0.02))
-    graph = graph_ir.from_tensorflow(step, *specs)
-    assert [n.attrs["lr"] for n in graph.nodes_of_type("ApplyFusedEmaAdam")] == [pytest.approx(0.02)] * 2
-    optimizer.learning_rate = 0.005  # a new learning rate: lower again
-    again = graph_ir.from_tensorflow(step.get_concrete_function(*specs))
-    assert [n.attrs["lr"] for n in again.nodes_of_type("ApplyFusedEmaAdam")] == [pytest.approx(0.005)] * 2
 
 
 def test_multi_tensor_step_with_a_variable_left_out_and_no_decay(tmp_path):

@@ -29,16 +29,6 @@ TF1 = {
 }
 
 
-def test_tf1_fused_ema_adam_with_a_schedule_is_refused_with_the_fix():
-    with tf.Graph().as_default() as g:
-        var = tf.compat.v1.Variable(np.ones(3, np.float32), use_resource=True)
-        step = tf.compat.v1.train.get_or_create_global_step()
-        lr = tf.compat.v1.train.exponential_decay(0.1, step, 2, 0.5)
-        train = FusedEmaAdamOptimizer(lr).apply_gradients([(tf.ones(3), var)], global_step=step)
-    with pytest.raises(graph_ir.LoweringError, match="lr becomes an attribute of GE ApplyFusedEmaAdam.*constant"):
-        graph_ir.from_tensorflow(g, fetches=[train])
-
-
 @pytest.mark.parametrize("global_step", [True, False], ids=["global_step", "own_counter"])
 @pytest.mark.parametrize("name", list(TF1))
 def test_tf1_optimizer_step_from_a_graph(name, global_step, tmp_path):

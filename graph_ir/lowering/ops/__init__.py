@@ -9,6 +9,7 @@ from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.ops import (
     activation,
     array,
+    checks,
     control,
     conv,
     depthwise,
@@ -28,7 +29,7 @@ LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERIN
              **conv.LOWERINGS, **depthwise.LOWERINGS}
 LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
-LOWERINGS.update(random.LOWERINGS)
+LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
