@@ -22,6 +22,7 @@ from graph_ir.executors import (
     pool,
     random,
     resize,
+    segment,
     slicing,
     tensorlist,
 )
@@ -89,6 +90,7 @@ EXECUTORS: dict[str, Executor] = {
     **random.EXECUTORS,
     **tensorlist.EXECUTORS,
     **checks.EXECUTORS,
+    **segment.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

@@ -15,10 +15,11 @@ from graph_ir.opset import (
            norm,
            random,
            resize,
+           segment,
            slicing,
            splitting,
            tensorlist,
 )
 
-__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
-           "slicing", "splitting", "tensorlist"]
+__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random",
+           "resize", "segment", "slicing", "splitting", "tensorlist"]
