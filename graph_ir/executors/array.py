@@ -69,16 +69,21 @@ def _strided_slice(node: Node, args) -> list[np.ndarray]:
     return [np.ascontiguousarray(args[0][index]).reshape(node.output_descs[0].shape)]
 
 
+def check_segment_ids(node: Node, flat_ids: np.ndarray, count: int) -> None:
+    """Ids >= num_segments are refused, as TF's CPU kernels refuse them (negative ones are dropped)."""
+    too_big = flat_ids >= count
+    if too_big.any():
+        k = int(np.argmax(too_big))
+        raise GraphError(f"{node.type} {node.name!r}: segment_ids[{k}] = {int(flat_ids[k])} is out of range "
+                         f"[0, {count}) (num_segments)")
+
+
 def _unsorted_segment_sum(node: Node, args) -> list[np.ndarray]:
     x, ids = args[0], args[1]
     out = np.zeros(node.output_descs[0].shape, x.dtype)
     flat_ids = ids.reshape(-1)
     rows = x.reshape(flat_ids.size, *x.shape[ids.ndim:])
-    too_big = flat_ids >= out.shape[0]
-    if too_big.any():  # TF's CPU kernel refuses them (and drops negative ids)
-        k = int(np.argmax(too_big))
-        raise GraphError(f"UnsortedSegmentSum {node.name!r}: segment_ids[{k}] = {int(flat_ids[k])} is out of range "
-                         f"[0, {out.shape[0]}) (num_segments)")
+    check_segment_ids(node, flat_ids, out.shape[0])
     keep = flat_ids >= 0
     with np.errstate(all="ignore"):
         np.add.at(out, flat_ids[keep], rows[keep])  # in index order, as TF's CPU kernel accumulates

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from graph_ir.errors import GraphError
+from graph_ir.executors.array import check_segment_ids
 from graph_ir.nodes import Node
 from graph_ir.opset.segment import sorted_segment_count
 
@@ -39,11 +40,7 @@ def _unsorted(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, ids = args[0], args[1]
     out_shape = node.output_descs[0].shape
     flat_ids = ids.reshape(-1).astype(np.int64)
-    too_big = flat_ids >= out_shape[0]
-    if too_big.any():  # TF's CPU kernel refuses them (and drops negative ids)
-        k = int(np.argmax(too_big))
-        raise GraphError(f"{node.type} {node.name!r}: segment_ids[{k}] = {int(flat_ids[k])} is out of range "
-                         f"[0, {out_shape[0]}) (num_segments)")
+    check_segment_ids(node, flat_ids, out_shape[0])
     kind = node.type[len("UnsortedSegment"):]
     start = {"Max": _extreme(x.dtype, False), "Min": _extreme(x.dtype, True), "Prod": 1}[kind]
     out = np.full(out_shape, start, x.dtype)

@@ -216,11 +216,12 @@ def _strided_slice(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", x.dtype, tuple(shape))]
 
 
-def _unsorted_segment_sum(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+def unsorted_segments(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    """The output of an unsorted segment reduction (x, segment_ids, num_segments): num_segments rows of x's slices."""
     x, ids = inputs[0], inputs[1]
     count = int(const_scalar(op, node, inputs[2], "num_segments"))
     if tuple(x.shape[:len(ids.shape)]) != tuple(ids.shape) or count < 0:
-        raise GraphError(f"UnsortedSegmentSum {node!r}: segment_ids of shape {list(ids.shape)} must prefix x's "
+        raise GraphError(f"{op.type} {node!r}: segment_ids of shape {list(ids.shape)} must prefix x's "
                          f"shape {list(x.shape)}, and num_segments {count} be >= 0")
     return [TensorDesc("y", x.dtype, (count, *x.shape[len(ids.shape):]))]
 
@@ -259,7 +260,7 @@ for _op in (
          infer=_strided_slice, doc="y = x[begin:end:strides] with TF's masks."),
     IrOp("UnsortedSegmentSum", (IrInput("x", BASIC), IrInput("segment_ids", INDICES),
                                 IrInput("num_segments", INDICES)), (IrOutput("y", BASIC),),
-         (IrAttr("is_preprocessed", "bool", False),), outputs_from="infer", infer=_unsorted_segment_sum,
+         (IrAttr("is_preprocessed", "bool", False),), outputs_from="infer", infer=unsorted_segments,
          doc="y[i] = the sum of the x slices whose segment id is i (negative ids are dropped and ids >= "
              "num_segments refused, as on TF's CPU)."),
     IrOp("Fill", (IrInput("dims", INDICES), IrInput("value", ALL_DTYPES, scalar=True)), (IrOutput("y", ALL_DTYPES),),

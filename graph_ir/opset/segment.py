@@ -9,8 +9,9 @@ import numpy as np
 
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
+from graph_ir.opset.array import unsorted_segments
 from graph_ir.registry import INDICES, REALS, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_scalar, const_value
+from graph_ir.verify import const_value
 
 
 def sorted_segment_count(op_type: str, node: str, ids: np.ndarray, rows: int) -> int:
@@ -33,15 +34,6 @@ def _sorted(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", x.dtype, (count, *x.shape[1:]))]
 
 
-def _unsorted(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    x, ids = inputs[0], inputs[1]
-    count = int(const_scalar(op, node, inputs[2], "num_segments"))
-    if tuple(x.shape[:len(ids.shape)]) != tuple(ids.shape) or count < 0:
-        raise GraphError(f"{op.type} {node!r}: segment_ids of shape {list(ids.shape)} must prefix x's shape "
-                         f"{list(x.shape)}, and num_segments {count} be >= 0")
-    return [TensorDesc("y", x.dtype, (count, *x.shape[len(ids.shape):]))]
-
-
 _WHAT = {"Sum": "sum", "Max": "largest", "Min": "smallest", "Prod": "product"}
 for _type in ("SegmentSum", "SegmentMax"):
     register(IrOp(_type, (IrInput("x", REALS), IrInput("segment_ids", INDICES)), (IrOutput("y", REALS),),
@@ -49,6 +41,6 @@ for _type in ("SegmentSum", "SegmentMax"):
                   doc=f"y[i] = the {_WHAT[_type[7:]]} of the x rows whose sorted segment id is i (Const ids)."))
 for _type in ("UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd"):
     register(IrOp(_type, (IrInput("x", REALS), IrInput("segment_ids", INDICES), IrInput("num_segments", INDICES)),
-                  (IrOutput("y", REALS),), outputs_from="infer", infer=_unsorted,
+                  (IrOutput("y", REALS),), outputs_from="infer", infer=unsorted_segments,
                   doc=f"y[i] = the {_WHAT[_type[15:]]} of the x slices whose segment id is i (negative ids dropped, "
                       "ids >= num_segments refused, empty segments TF's identity)."))
