@@ -15,6 +15,7 @@ from graph_ir.executors import (
     checks,
     conv,
     depthwise,
+    linalg,
     logic,
     math,
     nn,
@@ -91,6 +92,7 @@ EXECUTORS: dict[str, Executor] = {
     **tensorlist.EXECUTORS,
     **checks.EXECUTORS,
     **segment.EXECUTORS,
+    **linalg.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

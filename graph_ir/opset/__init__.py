@@ -9,6 +9,7 @@ from graph_ir.opset import (
            control,
            conv,
            depthwise,
+           linalg,
            logic,
            math,
            nn,
@@ -21,5 +22,5 @@ from graph_ir.opset import (
            tensorlist,
 )
 
-__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random",
-           "resize", "segment", "slicing", "splitting", "tensorlist"]
+__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "linalg", "logic", "math", "nn", "norm",
+           "random", "resize", "segment", "slicing", "splitting", "tensorlist"]

@@ -13,6 +13,7 @@ from graph_ir.lowering.ops import (
     control,
     conv,
     depthwise,
+    linalg,
     logic,
     math,
     nn,
@@ -30,7 +31,8 @@ LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERIN
              **conv.LOWERINGS, **depthwise.LOWERINGS}
 LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
-LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS})
+LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
+                  **linalg.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
