@@ -23,6 +23,7 @@ from graph_ir.executors import (
     pool,
     random,
     resize,
+    scatter,
     segment,
     slicing,
     tensorlist,
@@ -93,6 +94,7 @@ EXECUTORS: dict[str, Executor] = {
     **checks.EXECUTORS,
     **segment.EXECUTORS,
     **linalg.EXECUTORS,
+    **scatter.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

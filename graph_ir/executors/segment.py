@@ -23,7 +23,7 @@ def _extreme(dtype: np.dtype, largest: bool):
     return info.max if largest else info.min
 
 
-def _fold(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, step) -> None:
+def fold_in_order(out: np.ndarray, ids: np.ndarray, rows: np.ndarray, step) -> None:
     """out[ids[k]] = step(rows[k], out[ids[k]]) for k in index order: rows of one id in order, distinct ids at once
     (one pass per rank of a row within its segment, so at most as many passes as rows)."""
     order = np.argsort(ids, kind="stable")
@@ -50,9 +50,9 @@ def _unsorted(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         if kind == "Prod":
             np.multiply.at(out, flat_ids[keep], rows)  # in index order, as TF multiplies
         elif kind == "Max":
-            _fold(out, flat_ids[keep], rows, lambda row, acc: np.where(row < acc, acc, row))
+            fold_in_order(out, flat_ids[keep], rows, lambda row, acc: np.where(row < acc, acc, row))
         else:
-            _fold(out, flat_ids[keep], rows, lambda row, acc: np.where(acc < row, acc, row))
+            fold_in_order(out, flat_ids[keep], rows, lambda row, acc: np.where(acc < row, acc, row))
     return [out]
 
 
@@ -78,8 +78,8 @@ def _sorted(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         packed = 8 * (rows.shape[1] // 8) if is_float else rows.shape[1]
         # Eigen reduces whole packets of 8 columns with pmax (acc < row ? row : acc: a NaN row is passed over) and
         # the columns after them one by one with scalar max (row < acc ? acc : row: a NaN row is taken).
-        _fold(folded[:, :packed], ids[longer], rows[:, :packed], lambda row, acc: np.where(acc < row, row, acc))
-        _fold(folded[:, packed:], ids[longer], rows[:, packed:], lambda row, acc: np.where(row < acc, acc, row))
+        fold_in_order(folded[:, :packed], ids[longer], rows[:, :packed], lambda row, acc: np.where(acc < row, row, acc))
+        fold_in_order(folded[:, packed:], ids[longer], rows[:, packed:], lambda row, acc: np.where(row < acc, acc, row))
         out[sizes > 1] = folded[sizes > 1].reshape(int((sizes > 1).sum()), *x.shape[1:])
     return [out]
 

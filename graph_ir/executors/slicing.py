@@ -99,7 +99,7 @@ def _invert_permutation(node: Node, args) -> list[np.ndarray]:
     return [y]
 
 
-def _rows(node: Node, indices: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+def index_rows(node: Node, indices: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
     """The row of each index tuple in a tensor of `shape` viewed as [prod(shape[:depth]), rest]; an index out of
     range is an error naming it, as on TF's CPU."""
     depth = indices.shape[-1]
@@ -120,7 +120,7 @@ def _gather_nd(node: Node, args) -> list[np.ndarray]:
     count = math.prod(indices.shape[:-1])
     if count and x.size == 0:  # TF's CPU kernel refuses to gather from an empty tensor
         raise GraphError(f"GatherNd {node.name!r}: requested {count} slices, but x of shape {list(x.shape)} is empty")
-    rows = _rows(node, indices, x.shape, "x")
+    rows = index_rows(node, indices, x.shape, "x")
     depth = indices.shape[-1]
     table = x.reshape(math.prod(x.shape[:depth]), math.prod(x.shape[depth:]))
     return [table[rows].reshape(out_shape)]
@@ -131,7 +131,7 @@ def _scatter_nd(node: Node, args) -> list[np.ndarray]:
     shape = node.output_descs[0].shape
     depth = indices.shape[-1]
     out = np.zeros((math.prod(shape[:depth]), math.prod(shape[depth:])), updates.dtype)
-    rows = _rows(node, indices, shape, "shape")
+    rows = index_rows(node, indices, shape, "shape")
     with np.errstate(all="ignore"):
         np.add.at(out, rows, updates.reshape(rows.size, out.shape[1]))  # in index order, as TF's CPU kernel adds
     return [out.reshape(shape)]
@@ -141,7 +141,7 @@ def _tensor_scatter_update(node: Node, args) -> list[np.ndarray]:
     x, indices, updates = args
     depth = indices.shape[-1]
     out = np.array(x, copy=True).reshape(math.prod(x.shape[:depth]), math.prod(x.shape[depth:]))
-    rows = _rows(node, indices, x.shape, "x")
+    rows = index_rows(node, indices, x.shape, "x")
     values = updates.reshape(rows.size, out.shape[1])
     # TF's CPU kernel writes the updates in order: for a repeated index, the last one stays.
     last = rows.size - 1 - np.unique(rows[::-1], return_index=True)[1]

@@ -16,6 +16,7 @@ from graph_ir.opset import (
            norm,
            random,
            resize,
+           scatter,
            segment,
            slicing,
            splitting,
@@ -23,4 +24,4 @@ from graph_ir.opset import (
 )
 
 __all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "linalg", "logic", "math", "nn", "norm",
-           "random", "resize", "segment", "slicing", "splitting", "tensorlist"]
+           "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]

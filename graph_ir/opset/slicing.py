@@ -147,10 +147,11 @@ def _scatter_nd(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", updates.dtype, shape)]
 
 
-def _tensor_scatter_update(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+def tensor_scatter(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    """The output of TensorScatterUpdate and its kin: x's desc, after the updates are checked against the indices."""
     x, indices, updates = inputs
     _check_updates(op, node, indices, updates, x.shape, "updates")
-    return [TensorDesc("y", x.dtype, x.shape)]
+    return [TensorDesc(op.outputs[0].name, x.dtype, x.shape)]
 
 
 def _invert_permutation(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
@@ -211,7 +212,7 @@ for _op in (
          (IrOutput("y", BASIC),), outputs_from="infer", infer=_scatter_nd,
          doc="y = zeros of `shape` plus each x slice added at its index (repeats add up, in index order)."),
     IrOp("TensorScatterUpdate", (IrInput("x", WITH_BOOL), IrInput("indices", INDICES), IrInput("updates", WITH_BOOL)),
-         (IrOutput("y", WITH_BOOL),), outputs_from="infer", infer=_tensor_scatter_update, same_dtype=("x", "updates"),
+         (IrOutput("y", WITH_BOOL),), outputs_from="infer", infer=tensor_scatter, same_dtype=("x", "updates"),
          doc="y = x with the slices at `indices` replaced by updates (a repeated index: the last update wins)."),
     IrOp("ReverseV2", (IrInput("x", REVERSE), IrInput("axis", INDICES)), (IrOutput("y", REVERSE),),
          outputs_from="infer", infer=_reverse, doc="y = x reversed along each Const `axis`."),

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
-from tests.helpers.train_steps import scaled_difference
+from tests.helpers import train_steps
 
 UNSORTED = {"UnsortedSegmentMax": tf.math.unsorted_segment_max, "UnsortedSegmentMin": tf.math.unsorted_segment_min,
             "UnsortedSegmentProd": tf.math.unsorted_segment_prod}
@@ -95,7 +95,7 @@ def test_refusals_name_the_node_and_field():
         session.run_graph(0, [x, ids])
 
 
-def test_segment_pooling_step_with_gradients():
+def test_segment_pooling_step_with_gradients(tmp_path):
     """A graph-network-style readout: node features pooled per graph with unsorted max and sorted sum, through a
     Dense layer; 3 SGD steps of the gradients in GE and TF."""
     rng = np.random.default_rng(63)
@@ -111,15 +111,8 @@ def test_segment_pooling_step_with_gradients():
         w.assign_sub(0.1 * tape.gradient(loss, w))
         return loss
 
-    specs = (tf.TensorSpec((7, 4), tf.float32), tf.TensorSpec((7,), tf.int32))
-    graph = graph_ir.from_tensorflow(step, *specs)
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    for _ in range(3):
-        nodes = rng.standard_normal((7, 4)).astype(np.float32)
-        ids = graph_of_node.astype(np.int32)
-        (ge_loss,) = session.run_graph(0, [nodes, ids])
-        tf_loss = step(nodes, ids).numpy()
-        assert abs(ge_loss - tf_loss) <= 1e-5 * abs(tf_loss)
-    (got,) = session.get_variables([graph.variable_name(w)])
-    assert scaled_difference(got, w.numpy()) <= 1e-5
+    specs = [tf.TensorSpec((7, 4), tf.float32), tf.TensorSpec((7,), tf.int32)]
+    _, differences, loss = train_steps.lower_and_compare(
+        step, specs, lambda k: [rng.standard_normal((7, 4)).astype(np.float32), graph_of_node.astype(np.int32)],
+        [w], str(tmp_path), steps=3)
+    assert loss <= 1e-5 and max(differences.values()) <= 1e-5, (loss, differences)

@@ -20,6 +20,7 @@ from graph_ir.lowering.ops import (
     norm,
     random,
     resize,
+    scatter,
     segment,
     slicing,
     tensorlist,
@@ -32,7 +33,7 @@ LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERIN
 LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
-                  **linalg.LOWERINGS})
+                  **linalg.LOWERINGS, **scatter.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
