@@ -78,6 +78,7 @@ EXECUTORS: dict[str, Executor] = {
     "Identity": _identity,
     "Cast": lambda node, args: [args[0].astype(node.attrs["dst_type"].numpy)],
     "Reshape": lambda node, args: [args[0].reshape(node.output_descs[0].shape)],
+    "Empty": lambda node, args: [np.zeros(node.output_descs[0].shape, node.output_descs[0].dtype.numpy)],
     **math.EXECUTORS,
     **array.EXECUTORS,
     **nn.EXECUTORS,

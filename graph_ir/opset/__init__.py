@@ -9,6 +9,7 @@ from graph_ir.opset import (
            control,
            conv,
            depthwise,
+           empty,
            linalg,
            logic,
            math,
@@ -23,5 +24,5 @@ from graph_ir.opset import (
            tensorlist,
 )
 
-__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "linalg", "logic", "math", "nn", "norm",
+__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic", "math", "nn", "norm",
            "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]

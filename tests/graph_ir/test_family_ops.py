@@ -47,6 +47,9 @@ CASES = {
     "RsqrtGrad": (lambda y, dy: tf.raw_ops.RsqrtGrad(y=y, dy=dy), lambda r: [_floats(r, 9), _floats(r, 9)], 0),
     "AddN": (lambda a, b, c: tf.add_n([a, b, c]), lambda r: [_floats(r, 3, 5) for _ in range(3)], 0),
     "CheckNumerics": (lambda x: tf.debugging.check_numerics(x, "finite"), lambda r: [_floats(r, 7)], 0),
+    # 4,900 elements: above the folding limit, so a GE Empty node runs (tf.nn.ctc_loss's buffers, init true)
+    "Empty": (lambda x: tf.raw_ops.Empty(shape=tf.shape(x), dtype=tf.float32, init=True) - x,
+              lambda r: [_floats(r, 70, 70)], 0),
     "Sum": (lambda x: tf.reduce_sum(x, axis=[0, 2]), lambda r: [_floats(r, 5, 3, 7)], PRODUCT),
     "Mean": (lambda x: tf.reduce_mean(x, axis=1, keepdims=True), lambda r: [_floats(r, 5, 9)], PRODUCT),
     "Prod": (lambda x: tf.reduce_prod(x, axis=0), lambda r: [_floats(r, 3, 4)], PRODUCT),

@@ -115,8 +115,8 @@ def read_default(attr_type: str, text: str) -> object:
     """An attribute default as a Python value; the text itself when it is not one this reader knows."""
     text = text.strip()
     try:
-        if attr_type == "Bool" and text.lower() in ("true", "false"):
-            return text.lower() == "true"
+        if attr_type == "Bool" and text.lower() in ("true", "false", "0", "1"):  # Empty's init is `Bool, 0`
+            return text.lower() in ("true", "1")
         if attr_type == "Int" and text.startswith("DT_") and _GRAPH_IR_NAMES.get(text) in BY_NAME:
             return BY_NAME[_GRAPH_IR_NAMES[text]].ge  # an Int holding a ge::DataType (Shape's dtype, DT_INT32 = 3)
         if attr_type == "Int":

@@ -56,6 +56,7 @@ LOWERINGS = {
     "Fill": same("Fill"),
     "ZerosLike": same("ZerosLike"),
     "OnesLike": same("OnesLike"),
+    "Empty": same("Empty", dtype="dtype", init="init"),
     "ConcatV2": same("ConcatV2", N=count),
     "Pack": same("Pack", axis="axis", N=count),
     "GatherV2": same("GatherV2", batch_dims="batch_dims"),
