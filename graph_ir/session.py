@@ -252,7 +252,8 @@ class Session:
 
     def _check_held(self, name: Any) -> None:
         if not isinstance(name, str) or name not in self._variables:
-            raise KeyError(frozen_message(name, self._frozen[name]) if isinstance(name, str) and name in self._frozen else
+            frozen = isinstance(name, str) and name in self._frozen
+            raise KeyError(frozen_message(name, self._frozen[name]) if frozen else
                            f"the session holds no Variable {name!r:.200}; it has {sorted(self._variables)}")
 
     def get_variables(self, names: Iterable[str]) -> list[np.ndarray]:
