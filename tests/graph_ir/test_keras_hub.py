@@ -23,7 +23,8 @@ K = 2
 TOLERANCE = 1e-4
 NOISE = 1e-5  # a gradient this small against the largest one is rounding noise of an exact zero
 TEXT = ["Bert", "DistilBert", "Roberta", "Albert", "Electra", "DebertaV3", "GPT2", "GPTNeoX", "OPT", "Llama",
-        "Llama3", "Mistral", "Phi3", "Qwen", "Qwen2", "Falcon", "Bloom"]
+        "Llama3", "Mistral", "Phi3", "Qwen", "Qwen2", "Falcon", "Bloom", "Bart", "Whisper"]
+VISION = ["ViT", "DeiT", "DINOV2", "MiT", "ResNet", "CSPNet"]
 
 
 def _compare(name: str, folder: str) -> None:
@@ -64,4 +65,9 @@ def _compare(name: str, folder: str) -> None:
 
 @pytest.mark.parametrize("name", TEXT)
 def test_text_backbone_trains_as_tf(name, tmp_path):
+    _compare(name, str(tmp_path))
+
+
+@pytest.mark.parametrize("name", VISION)
+def test_vision_backbone_trains_as_tf(name, tmp_path):
     _compare(name, str(tmp_path))

@@ -22,23 +22,51 @@ SIZES = {"vocabulary_size": 64, "vocab_size": 64, "num_layers": 1, "num_heads": 
          "shared_expert_intermediate_dim": 16, "max_sequence_length": 16, "top_k": 2, "num_experts_per_tok": 2}
 
 
+# Backbones whose constructors take more than SIZES: their own tiny configurations.
+IMAGE = (32, 32, 3)
+OWN = {
+    "ViT": {"image_shape": IMAGE, "patch_size": 8, "num_layers": 1, "num_heads": 2, "hidden_dim": 16,
+            "mlp_dim": 32},
+    "DeiT": {"image_shape": IMAGE, "patch_size": 8, "num_layers": 1, "num_heads": 2, "hidden_dim": 16,
+             "intermediate_dim": 32},
+    "DINOV2": {"image_shape": (28, 28, 3), "patch_size": 7, "num_layers": 1, "hidden_dim": 16, "num_heads": 2,
+               "intermediate_dim": 32, "position_embedding_shape": (28, 28)},
+    "ResNet": {"image_shape": IMAGE, "input_conv_filters": [64], "input_conv_kernel_sizes": [3],
+               "stackwise_num_filters": [64, 64], "stackwise_num_blocks": [1, 1], "stackwise_num_strides": [1, 2],
+               "block_type": "basic_block"},
+    "CSPNet": {"image_shape": IMAGE, "stem_filters": 8, "stem_kernel_size": 3, "stem_strides": 2,
+               "stackwise_depth": [1, 1], "stackwise_strides": [2, 2], "stackwise_num_filters": [8, 16],
+               "block_type": "bottleneck_block", "stage_type": "dark"},
+    "MiT": {"image_shape": IMAGE, "layerwise_depths": [1, 1], "num_layers": 2, "layerwise_num_heads": [1, 2],
+            "layerwise_sr_ratios": [2, 1], "max_drop_path_rate": 0.0, "layerwise_patch_sizes": [7, 3],
+            "layerwise_strides": [4, 2], "hidden_dims": [8, 16]},
+}
+
+
 def backbone(name: str) -> keras.Model:
-    """keras_hub.models.<name>Backbone at the sizes of SIZES."""
+    """keras_hub.models.<name>Backbone at the sizes of OWN, or of SIZES."""
     cls = getattr(keras_hub.models, f"{name}Backbone")
+    if name in OWN:
+        return cls(**OWN[name])
     params = inspect.signature(cls.__init__).parameters
     return cls(**{k: v for k, v in SIZES.items() if k in params})
 
 
+def _name(tensor) -> str:
+    return tensor.name.split(":")[0]
+
+
 def classifier(name: str) -> tuple[keras.Model, list[str]]:
-    """The backbone under mean pooling and a Dense head (float32, as Keras's task heads are); its input names."""
+    """The backbone's features flattened into a Dense head (float32, as Keras's task heads are); its input names.
+    Unknown input dims (sequence lengths) are LENGTH."""
     body = backbone(name)
-    inputs = {i.name.split(":")[0]: keras.Input((LENGTH,), dtype=i.dtype, name=i.name.split(":")[0])
-              for i in body.inputs}
-    features = body(inputs)
-    if isinstance(features, dict):  # T5: the decoder's output, which reads the encoder's
+    inputs = {_name(i): keras.Input(tuple(LENGTH if d is None else d for d in i.shape[1:]), dtype=i.dtype,
+                                    name=_name(i)) for i in body.inputs}
+    features = body(inputs if len(inputs) > 1 else next(iter(inputs.values())))
+    if isinstance(features, dict):  # T5 and BART: the decoder's output, which reads the encoder's
         features = features.get("sequence_output", features.get("decoder_sequence_output"))
-    pooled = keras.layers.GlobalAveragePooling1D(dtype="float32")(features)
-    return keras.Model(inputs, keras.layers.Dense(CLASSES, dtype="float32")(pooled)), list(inputs)
+    flat = keras.layers.Flatten(dtype="float32")(features)
+    return keras.Model(inputs, keras.layers.Dense(CLASSES, dtype="float32")(flat)), list(inputs)
 
 
 def gradient_step(name: str, seed: int = 3) -> tuple[Callable, list[tf.TensorSpec], Callable, keras.Model,
@@ -65,20 +93,24 @@ def gradient_step(name: str, seed: int = 3) -> tuple[Callable, list[tf.TensorSpe
         trained[:] = [v for _, v in pairs]
         return loss, [g for g, _ in pairs]
 
-    specs = [tf.TensorSpec((BATCH, LENGTH), model.input[n].dtype) for n in names]
+    specs = [tf.TensorSpec((BATCH, *model.get_layer(n).output.shape[1:]), model.get_layer(n).output.dtype)
+             for n in names]
     specs.append(tf.TensorSpec((BATCH,), tf.int32))
     rng = np.random.default_rng(seed)
 
     def batch(k: int) -> list[np.ndarray]:
         feeds = []
         for n, spec in zip(names, specs):
-            if "mask" in n:  # the last position padded in one row
-                mask = np.ones((BATCH, LENGTH), spec.dtype.as_numpy_dtype)
+            dtype = spec.dtype.as_numpy_dtype
+            if spec.dtype.is_floating:  # images, audio features
+                feeds.append(rng.standard_normal(spec.shape).astype(dtype))
+            elif "mask" in n:  # the last position padded in one row
+                mask = np.ones(spec.shape, dtype)
                 mask[0, -1] = 0
                 feeds.append(mask)
             else:
-                feeds.append(rng.integers(1 if "token" in n else 0, 2 if "segment" in n else SIZES["vocabulary_size"],
-                                          (BATCH, LENGTH)).astype(spec.dtype.as_numpy_dtype))
+                high = 2 if "segment" in n else SIZES["vocabulary_size"]
+                feeds.append(rng.integers(1 if "token" in n else 0, high, spec.shape).astype(dtype))
         return [*feeds, rng.integers(0, CLASSES, BATCH).astype(np.int32)]
 
     return step, specs, batch, model, optimizer, trained
