@@ -19,8 +19,9 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graph_ir import nesting, opset, registry, serialize  # noqa: F401 (opset registers the op families)
+from graph_ir import nesting, opset, pruning, registry, serialize  # noqa: F401 (opset registers the op families)
 from graph_ir.errors import GraphError
+from graph_ir.frozen import frozen_message
 from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.output_rules import infer_outputs
 from graph_ir.verify import check_list_count, verify_attrs, verify_inputs
@@ -35,14 +36,6 @@ def default_graph() -> Graph:
     if not stack:
         raise GraphError("no graph: build nodes inside `with graph_ir.Graph(name) as graph:`")
     return stack[-1]
-
-
-def frozen_message(name: str, nodes: list[str]) -> str:
-    """Why a frozen learning-rate variable is not in the graph, and what to do."""
-    return (f"the learning-rate variable {name!r} is not a Variable of the graph: its value when lowering is the lr "
-            f"attribute of ApplyFusedEmaAdam {', '.join(repr(n) for n in nodes[:3])}"
-            f"{' ...' if len(nodes) > 3 else ''}. Lower the step again after changing it, or lower with "
-            "graph_ir.from_tensorflow(..., freeze_learning_rate=False) to keep it a Variable that drives each step")
 
 
 class Graph:
@@ -249,34 +242,8 @@ class Graph:
             nesting.detach(self, node)
 
     def remove_unread(self, types: tuple[str, ...], variables: set[str] = frozenset()) -> None:
-        """Removes the nodes of `types` (pure ones: Consts left behind by constant folding, reads) that no node reads,
-        data or control, and the graph does not return, again until none is left, so that an unread chain goes
-        whole. The Variables named in `variables` (frozen into attributes) go with the reads that only feed them
-        forward, even where control edges name those reads (tf.function orders every read before its end): a
-        control reader then waits for what the removed node waited for instead."""
-        chain = set(variables) & set(self.nodes)
-        for node in self.topological_order() if chain else ():
-            if node.type in types and any(h is not None and h.node.name in chain for h in node.inputs):
-                chain.add(node.name)
-        while True:
-            data_read = {h.node.name for n in self.nodes.values() for h in n.inputs if h is not None}
-            data_read |= {h.node.name for h in self.outputs}
-            control_read = {c.name for n in self.nodes.values() for c in n.control_inputs}
-            unread = [n for n in self.nodes.values() if n.name not in data_read and
-                      (n.name in chain or (n.type in types and n.name not in control_read))]
-            if not unread:
-                return
-            for node in unread:
-                self._remove_passing_controls(node)
-
-    def _remove_passing_controls(self, node: Node) -> None:
-        """Removes `node`, which nothing reads as data; its control readers wait for its inputs instead."""
-        before = [h.node for h in node.inputs if h is not None] + list(node.control_inputs)
-        del self.nodes[node.name]
-        for reader in self.nodes.values():
-            if any(c is node for c in reader.control_inputs):
-                kept = [c for c in reader.control_inputs if c is not node]
-                reader.control_inputs = kept + [c for c in before if all(k is not c for k in kept)]
+        """Removes unread nodes of `types` and the unread Variables named in `variables` (graph_ir/pruning.py)."""
+        pruning.remove_unread(self, types, variables)
 
     # -- serialization --------------------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ from graph_ir.errors import GraphError
 from graph_ir.executors import WORKSPACE, run_settings
 from graph_ir.executors import control as control_flow
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step, resolve_steps
-from graph_ir.graph import Graph, frozen_message
+from graph_ir.frozen import unheld_message
+from graph_ir.graph import Graph
 from graph_ir.nodes import Node
 from graph_ir.snapshots import snapshots_to_copy, value_storage
 from graph_ir.verify import is_int
@@ -252,9 +253,7 @@ class Session:
 
     def _check_held(self, name: Any) -> None:
         if not isinstance(name, str) or name not in self._variables:
-            frozen = isinstance(name, str) and name in self._frozen
-            raise KeyError(frozen_message(name, self._frozen[name]) if frozen else
-                           f"the session holds no Variable {name!r:.200}; it has {sorted(self._variables)}")
+            raise KeyError(unheld_message(name, self._variables, self._frozen))
 
     def get_variables(self, names: Iterable[str]) -> list[np.ndarray]:
         """Copies of the named Variables' values (`names`: a list of Variable names)."""
