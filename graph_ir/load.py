@@ -61,7 +61,7 @@ def _tensor(node: str, field: str, t) -> np.ndarray:
 
 
 _FIELD = {"bool": "b", "int": "i", "float": "f", "string": "s", "type": "dt", "tensor": "t", "list_int": "list",
-          "dtype_int": "i"}
+          "list_float": "list", "dtype_int": "i"}
 
 
 def _attr(node: str, name: str, attr, spec: registry.IrAttr):
@@ -81,23 +81,25 @@ def _attr(node: str, name: str, attr, spec: registry.IrAttr):
             raise GraphError(f"node {node!r}: attribute {name!r} has {e}") from None
     if spec.type == "tensor":
         return _tensor(node, f"attribute {name!r}", attr.t)
-    if spec.type == "list_int":
-        return _int_list(node, name, attr.list)
+    if spec.type in ("list_int", "list_float"):
+        return _number_list(node, name, attr.list, "i" if spec.type == "list_int" else "f")
     return getattr(attr, kind)
 
 
 _VT_NAMES = {number: name for name, number in proto.VT.items()}
 
 
-def _int_list(node: str, name: str, values) -> list[int]:
-    """A list attr of ints: val_type VT_LIST_INT (or unset, for an empty list) and no values of another kind (a list
-    of floats would otherwise read as an empty int list)."""
-    others = [f.name for f, _ in values.ListFields() if f.name not in ("i", "val_type")]
+def _number_list(node: str, name: str, values, field: str = "i") -> list:
+    """A list attr of ints (field "i", val_type VT_LIST_INT) or floats ("f", VT_LIST_FLOAT), or unset for an empty
+    list, with no values of another kind (a list of floats would otherwise read as an empty int list)."""
+    kind, what = ("VT_LIST_INT", "ints") if field == "i" else ("VT_LIST_FLOAT", "floats")
+    others = [f.name for f, _ in values.ListFields() if f.name not in (field, "val_type")]
+    items = getattr(values, field)
     kind_name = _VT_NAMES.get(values.val_type, str(values.val_type))
-    if others or kind_name not in ("VT_LIST_INT", "VT_LIST_NONE") or (kind_name == "VT_LIST_NONE" and values.i):
-        raise GraphError(f"node {node!r}: attribute {name!r} must be a list of ints (val_type VT_LIST_INT), got "
-                         f"val_type {kind_name} with fields {sorted({*others, 'i'} if values.i else set(others))}")
-    return list(values.i)
+    if others or kind_name not in (kind, "VT_LIST_NONE") or (kind_name == "VT_LIST_NONE" and items):
+        raise GraphError(f"node {node!r}: attribute {name!r} must be a list of {what} (val_type {kind}), got "
+                         f"val_type {kind_name} with fields {sorted({*others, field} if items else set(others))}")
+    return list(items)
 
 
 def _bind_inputs(node: str, spec: registry.IrOp, op_def, handles: list[Handle]) -> list[Handle | None]:

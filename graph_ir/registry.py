@@ -56,7 +56,7 @@ class IrOutput:
 @dataclass(frozen=True)
 class IrAttr:
     name: str
-    # "int", "float", "bool", "string", "tensor", "type" (a dtype, AttrDef.dt), "list_int", "dtype_int" (a dtype
+    # "int", "float", "bool", "string", "tensor", "type" (a dtype, AttrDef.dt), "list_int", "list_float", "dtype_int" (a dtype
     # that CANN declares as an Int attr holding its ge::DataType, AttrDef.i: Cast's dst_type)
     type: str
     default: object = None

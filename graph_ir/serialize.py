@@ -53,6 +53,11 @@ def _int_list(attr, values) -> None:
     attr.list.i.extend(values)
 
 
+def _float_list(attr, values) -> None:
+    attr.list.val_type = proto.VT["VT_LIST_FLOAT"]
+    attr.list.f.extend(values)
+
+
 def _write_attr(attr, spec: IrAttr, value) -> None:
     if spec.type == "bool":
         attr.b = value
@@ -70,6 +75,8 @@ def _write_attr(attr, spec: IrAttr, value) -> None:
         _fill_tensor(attr.t, "y", value)
     elif spec.type == "list_int":
         _int_list(attr, value)
+    elif spec.type == "list_float":
+        _float_list(attr, value)
     else:
         raise AssertionError(spec.type)
 

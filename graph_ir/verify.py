@@ -89,9 +89,14 @@ def _check_attr(op: IrOp, node: str, a: IrAttr, value: Any) -> Any:
         value = np.asarray(value, dtype=np.dtype(dtype.numpy))
         return value if value.flags.c_contiguous else value.copy(order="C")
     if a.type == "list_int":
-        if not all(is_int(v) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(is_int(v) for v in value):
             raise bad("a list of ints")
         return [int(v) for v in value]
+    if a.type == "list_float":
+        if not isinstance(value, (list, tuple)) or not all(is_int(v) or isinstance(v, (float, np.floating))
+                                                           for v in value):
+            raise bad("a list of floats")
+        return [float(v) for v in value]
     raise AssertionError(a.type)
 
 

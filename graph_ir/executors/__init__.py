@@ -12,6 +12,7 @@ from graph_ir import kernels
 from graph_ir.executors import (
     activation,
     array,
+    bucketize,
     checks,
     conv,
     depthwise,
@@ -96,6 +97,7 @@ EXECUTORS: dict[str, Executor] = {
     **segment.EXECUTORS,
     **linalg.EXECUTORS,
     **scatter.EXECUTORS,
+    **bucketize.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

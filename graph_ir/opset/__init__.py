@@ -5,6 +5,7 @@ declaring its ops' prototypes as CANN's REG_OPs do, with their output rules. Imp
 from graph_ir.opset import (
            activation,
            array,
+           bucketize,
            checks,
            control,
            conv,
@@ -24,5 +25,5 @@ from graph_ir.opset import (
            tensorlist,
 )
 
-__all__ = ["activation", "array", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic", "math", "nn", "norm",
-           "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]
+__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic",
+           "math", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]

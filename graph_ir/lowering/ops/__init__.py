@@ -9,6 +9,7 @@ from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.ops import (
     activation,
     array,
+    bucketize,
     checks,
     control,
     conv,
@@ -33,7 +34,8 @@ LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERIN
 LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
-                  **linalg.LOWERINGS, **scatter.LOWERINGS})
+                  **linalg.LOWERINGS, **scatter.LOWERINGS,
+                  **bucketize.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
