@@ -10,6 +10,7 @@ from graph_ir.opset import (
            depthwise,
            logic,
            math,
+           matrix,
            nn,
            norm,
            random,
@@ -19,5 +20,5 @@ from graph_ir.opset import (
            tensorlist,
 )
 
-__all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
-           "slicing", "splitting", "tensorlist"]
+__all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "matrix", "nn", "norm", "random",
+           "resize", "slicing", "splitting", "tensorlist"]

@@ -14,6 +14,7 @@ from graph_ir.lowering.ops import (
     depthwise,
     logic,
     math,
+    matrix,
     nn,
     norm,
     random,
@@ -26,7 +27,7 @@ from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 
 LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERINGS,
              **conv.LOWERINGS, **depthwise.LOWERINGS}
-LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
+LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS, **matrix.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update(random.LOWERINGS)
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
