@@ -44,11 +44,6 @@ def _in_top_k(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [valid & finite & (above < k.reshape(-1)[0])]
 
 
-def _matrix_diag_part(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    x, k, _ = args
-    return [np.diagonal(x, offset=int(k.reshape(-1)[0]), axis1=-2, axis2=-1).copy()]
-
-
 def _one_hot(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     indices, depth, on, off = args
     depth = int(np.asarray(depth).reshape(-1)[0])
@@ -87,7 +82,6 @@ EXECUTORS: dict[str, Executor] = {
     "OneHot": _one_hot,
     "InTopKV2": _in_top_k,
     "Ceil": elementwise(np.ceil),
-    "MatrixDiagPartV3": _matrix_diag_part,
     "ReduceAll": _reduce_bool,
     "ReduceAny": _reduce_bool,
 }

@@ -14,6 +14,7 @@ from graph_ir.opset import (
            linalg,
            logic,
            math,
+           matrix,
            nn,
            norm,
            random,
@@ -26,4 +27,4 @@ from graph_ir.opset import (
 )
 
 __all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic",
-           "math", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]
+           "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]

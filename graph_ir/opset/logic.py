@@ -1,7 +1,7 @@
 """The logic family's GE prototypes, as CANN's REG_OPs declare them (hicann/ops-math math/*/op_graph/*_proto.h and
 metadef's array_ops.h): what the Keras metrics and losses compute besides arithmetic: boolean ops (LogicalAnd,
 LogicalOr, LogicalNot, ReduceAll, ReduceAny), bit ops (Bitcast, BitwiseAnd: Keras's argmax tests the sign bit),
-indices (ArgMaxV2, ArgMin, OneHot, InTopKV2, MatrixDiagPartV3: Keras's IoU metrics), ClipByValue, Ceil and the float
+indices (ArgMaxV2, ArgMin, OneHot, InTopKV2; MatrixDiagPartV3 is graph_ir/opset/matrix.py's), ClipByValue, Ceil and the float
 classifiers IsFinite, IsNan, IsInf.
 Executors: graph_ir/executors/logic.py; TF mappings: graph_ir/lowering/ops/logic.py."""
 
@@ -57,31 +57,6 @@ register(IrOp("InTopKV2", (IrInput("predictions", ("float32",)), IrInput("target
               (IrOutput("precision", BOOL),), outputs_from="infer", infer=_in_top_k, same_dtype=("targets", "k"),
               doc="precision = whether fewer than k predictions of the row beat the target's (False where a "
                   "prediction of the row is not finite or the target is out of range)."))
-
-
-def diagonal_offset(op: IrOp, node: str, k) -> int:
-    """The one diagonal of MatrixDiagPartV3's Const k (k or [k, k]); a band of several diagonals is refused."""
-    ks = const_value(op, node, k, "k").reshape(-1)
-    if ks.size not in (1, 2) or ks.min() != ks.max():
-        raise GraphError(f"MatrixDiagPartV3 {node!r}: k {ks.tolist()} names a band of diagonals; graph_ir takes one "
-                         "diagonal (k or [k, k])")
-    return int(ks[0])
-
-
-def _matrix_diag_part(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    x, k, padding = inputs
-    offset = diagonal_offset(op, node, k)
-    if len(x.shape) < 2 or not -x.shape[-2] < offset < x.shape[-1] or padding.dtype != x.dtype:
-        raise GraphError(f"MatrixDiagPartV3 {node!r}: x {x.dtype}{list(x.shape)} must be a (batch of) matrices with "
-                         f"diagonal {offset} inside it, padding_value of its dtype ({padding.dtype})")
-    rows, cols = x.shape[-2:]
-    return [TensorDesc("y", x.dtype, (*x.shape[:-2], min(rows + min(offset, 0), cols - max(offset, 0))))]
-
-
-register(IrOp("MatrixDiagPartV3", (IrInput("x", BASIC), IrInput("k", ("int32",)), IrInput("padding_value", BASIC)),
-              (IrOutput("y", BASIC),), (IrAttr("align", "string", "RIGHT_LEFT"),), outputs_from="infer",
-              infer=_matrix_diag_part, same_dtype=("x", "padding_value"),
-              doc="y = diagonal k of each matrix of x (one diagonal: alignment and padding do not arise)."))
 
 
 def bitcast_shape(op: IrOp, node: str, x: TensorDesc, dtype) -> tuple[int, ...]:

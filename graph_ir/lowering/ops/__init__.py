@@ -17,6 +17,7 @@ from graph_ir.lowering.ops import (
     linalg,
     logic,
     math,
+    matrix,
     nn,
     norm,
     random,
@@ -31,7 +32,7 @@ from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 
 LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERINGS,
              **conv.LOWERINGS, **depthwise.LOWERINGS}
-LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
+LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS, **matrix.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,

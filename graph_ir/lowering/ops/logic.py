@@ -18,5 +18,4 @@ LOWERINGS = {
     "OneHot": same("OneHot", axis="axis"),
     "All": same("ReduceAll", keep_dims="keep_dims"),
     "Any": same("ReduceAny", keep_dims="keep_dims"),
-    "MatrixDiagPartV3": same("MatrixDiagPartV3", align="align"),
 }

@@ -1,0 +1,59 @@
+"""The matrix family's TF -> GE mappings (prototypes: graph_ir/opset/matrix.py). MatrixBandPart and the V3 diagonal
+ops map onto the GE ops of the same name, inputs by position (their k, num_rows and num_cols must be Consts: the
+verifier refuses them otherwise, naming the node and input, since the output shapes depend on their values).
+TopKV2 takes TF's `sorted` (its int64 index_type through a Cast: GE's TopKV2 gives int32 indices). Roll's shift and
+axis inputs become GE Roll's `shifts` and `dims` attributes, so they must be constants when the step is lowered."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.errors import LoweringError
+from graph_ir.lowering.ops.common import maps_to, same, tf_attr
+from graph_ir.nodes import Node
+
+
+@maps_to("TopKV2")
+def _top_k(ctx, node, inputs):
+    top = ctx.add("TopKV2", inputs, {"sorted": bool(tf_attr(node, "sorted", True))})
+    index_type = tf_attr(node, "index_type")
+    if index_type is None or index_type.name == "int32":
+        return top
+    values, indices = (top.output(0), top.output(1)) if isinstance(top, Node) else top
+    cast = ctx.add("Cast", [indices], {"dst_type": index_type.name}, suffix="indices")
+    return [values, cast.output(0) if isinstance(cast, Node) else cast[0]]
+
+
+def _attr_list(ctx, node, handle, what: str) -> list[int]:
+    value = ctx.value(handle)
+    if value is None:
+        raise LoweringError(f"lowering TF Roll {node.name!r}: input {what!r} must be a constant when the step is "
+                            f"lowered (GE's Roll takes it as an attribute), got {handle.node.type} "
+                            f"{handle.node.name!r}")
+    value = np.asarray(value)
+    if value.ndim > 1:
+        raise LoweringError(f"lowering TF Roll {node.name!r}: input {what!r} must be a scalar or a vector, got shape "
+                            f"{list(value.shape)}")
+    return [int(v) for v in value.reshape(-1)]
+
+
+@maps_to("Roll")
+def _roll(ctx, node, inputs):
+    x, shift, axis = inputs
+    shifts, dims = _attr_list(ctx, node, shift, "shift"), _attr_list(ctx, node, axis, "axis")
+    if len(shifts) != len(dims):
+        raise LoweringError(f"lowering TF Roll {node.name!r}: shift {shifts} and axis {dims} must have the same "
+                            "length (TF requires it)")
+    if not dims:  # nothing to roll: TF returns x
+        return ctx.add("Identity", [x])
+    return ctx.add("Roll", [x], {"shifts": shifts, "dims": dims})
+
+
+LOWERINGS = {
+    "MatrixBandPart": same("MatrixBandPart"),
+    "MatrixDiagV3": same("MatrixDiagV3", align="align"),
+    "MatrixDiagPartV3": same("MatrixDiagPartV3", align="align"),
+    "MatrixSetDiagV3": same("MatrixSetDiagV3", align="align"),
+    "TopKV2": _top_k,
+    "Roll": _roll,
+}
