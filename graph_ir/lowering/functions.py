@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, types_pb2
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
@@ -87,6 +88,22 @@ def function_of(ctx, node, attr: str, name: str):
     return library[name]
 
 
+@dataclass
+class _Known:
+    """A library function as TF's function_def_to_graph_def looks one up in a graph (its FunctionDef)."""
+
+    cached_definition: Any
+
+
+def _graph_def_of(fdef, library: dict[str, Any]):
+    """function_def_to_graph_def(fdef), with the library's functions known as op types: a function body may call
+    another by name (tf.nn.ctc_loss's While body calls its cond function so), and TF resolves such an op type only
+    among the functions of the default graph."""
+    with tf.Graph().as_default() as graph:
+        graph._functions.update({name: _Known(f) for name, f in library.items()})  # TF looks them up there
+        return function_def_to_graph_def(fdef)
+
+
 def lower_function(ctx, node, attr: str, fname: str, params: list[Param], role: str,
                    optionals: dict[int, TensorDesc] | None = None,
                    ) -> tuple[Graph, list[Handle | None], FunctionLowerer]:
@@ -99,7 +116,7 @@ def lower_function(ctx, node, attr: str, fname: str, params: list[Param], role: 
     if len(fdef.signature.input_arg) != len(params):
         raise LoweringError(f"{where}: the function takes {len(fdef.signature.input_arg)} arguments, the node passes "
                             f"{len(params)}")
-    graph_def, flat = function_def_to_graph_def(fdef)
+    graph_def, flat = _graph_def_of(fdef, ctx.library)
     library = graph_pb2.GraphDef()
     library.library.function.extend(ctx.library.values())
     graph_def.library.CopyFrom(library.library)
