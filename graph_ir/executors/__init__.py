@@ -23,6 +23,7 @@ from graph_ir.executors import (
     resize,
     slicing,
     tensorlist,
+    trig,
 )
 from graph_ir.executors.common import Executor
 from graph_ir.nodes import Node
@@ -87,6 +88,7 @@ EXECUTORS: dict[str, Executor] = {
     **resize.EXECUTORS,
     **random.EXECUTORS,
     **tensorlist.EXECUTORS,
+    **trig.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

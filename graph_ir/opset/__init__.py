@@ -17,7 +17,8 @@ from graph_ir.opset import (
            slicing,
            splitting,
            tensorlist,
+           trig,
 )
 
 __all__ = ["activation", "array", "control", "conv", "depthwise", "logic", "math", "nn", "norm", "random", "resize",
-           "slicing", "splitting", "tensorlist"]
+           "slicing", "splitting", "tensorlist", "trig"]

@@ -20,6 +20,7 @@ from graph_ir.lowering.ops import (
     resize,
     slicing,
     tensorlist,
+    trig,
 )
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
@@ -28,7 +29,7 @@ LOWERINGS = {**math.LOWERINGS, **array.LOWERINGS, **nn.LOWERINGS, **norm.LOWERIN
              **conv.LOWERINGS, **depthwise.LOWERINGS}
 LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS})
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
-LOWERINGS.update(random.LOWERINGS)
+LOWERINGS.update({**random.LOWERINGS, **trig.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
