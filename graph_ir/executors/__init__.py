@@ -29,6 +29,7 @@ from graph_ir.executors import (
     segment,
     slicing,
     tensorlist,
+    trig,
 )
 from graph_ir.executors.common import Executor
 from graph_ir.nodes import Node
@@ -100,6 +101,7 @@ EXECUTORS: dict[str, Executor] = {
     **linalg.EXECUTORS,
     **scatter.EXECUTORS,
     **bucketize.EXECUTORS,
+    **trig.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

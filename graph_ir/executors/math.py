@@ -127,6 +127,26 @@ def _erf_executor(complement: bool) -> Executor:
     return run
 
 
+def _l2_loss(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """sum(x ** 2) / 2 (TF's l2loss_op.h: (x.square() * 0.5).sum()). float16 and float32: the squares and their sum
+    in float64, rounded once (the house rule for float sums, reduce.py; TF's Eigen tree sum of float32 halves is
+    within a few ulps of it); float64 in TF's order at float64. Empty: 0. NaN and inf flow through."""
+    x = args[0]
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float64:
+            return [at_dtype(node, 0, np.sum(np.square(x) * 0.5))]
+        wide64 = x.astype(np.float64).reshape(-1)
+        return [at_dtype(node, 0, np.dot(wide64, wide64) * 0.5)]
+
+
+def _sqrt_grad(y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """GE's z = dy * 0.5 / y in the order of TF's scalar_sqrt_gradient_op (tensorflow/core/kernels/
+    cwise_ops_gradients.h): dy * (0.5 / y), two roundings at the dtype (measured bitwise TF's in all four float
+    dtypes; (0.5 * dy) / y is an ulp off in a quarter of the elements), and 0 where dy is 0, even where y is 0, inf
+    or NaN (TF's mul_no_nan)."""
+    return np.where(dy == 0, np.zeros((), dy.dtype), dy * (np.asarray(0.5, y.dtype) / y))
+
+
 def _add_n(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     total = args[0].copy()
     with np.errstate(all="ignore"):
@@ -141,7 +161,9 @@ _BINARY = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multipl
            "SquaredDifference": lambda x, y: np.square(x - y)}
 _UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x), "Square": np.square,
           "Neg": np.negative, "Abs": np.abs, "Sign": np.sign, "Floor": np.floor,
-          "Relu": _relu}
+          "Relu": _relu, "SqrtGrad": _sqrt_grad,
+          # Round: half to even (np.rint), as TF's Round (Eigen's scalar_round_half_to_even_op); integers as given.
+          "Round": lambda x: np.rint(x) if x.dtype.kind in "fV" else x.copy()}
 # In float32 and rounded once: how TF evaluates them for 16-bit floats.
 _WIDENED = {"Sigmoid": _sigmoid, "Tanh": np.tanh,
             # Eigen's gradient functors, in their operation order.
@@ -168,5 +190,6 @@ EXECUTORS = {
     "Select": elementwise(np.where),
     "SelectV2": elementwise(np.where),
     "AddN": _add_n,
+    "L2Loss": _l2_loss,
     **reduce.EXECUTORS,
 }

@@ -1,4 +1,4 @@
-"""The math family's reductions (ReduceSum, ReduceMean, ReduceProd, ReduceMax; prototypes: graph_ir/opset/math.py)
+"""The math family's reductions (ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin; prototypes: graph_ir/opset/math.py)
 and the accurate sum every float32 executor that sums uses (nn.py, norm.py, pool.py).
 
 Float sums accumulate in float64 and are rounded once to the output dtype: NumPy sums a non-contiguous axis (N, H
@@ -76,9 +76,12 @@ def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
 
 def _identity(op_type: str, dtype: np.dtype):
     """What TF's reductions give for an empty input: each reducer's identity (reduction_ops_common.h fills the output
-    with it): 0, 1, the lowest value (-inf for floats), and NaN for a float mean (0 for an integer one)."""
+    with it): 0, 1, the lowest value for a max (-inf for floats), the highest for a min (+inf), and NaN for a float
+    mean (0 for an integer one)."""
     if op_type == "ReduceMax":
         return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    if op_type == "ReduceMin":
+        return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
     if op_type == "ReduceMean":
         return np.nan if dtype.kind == "f" else 0
     return 1 if op_type == "ReduceProd" else 0
@@ -126,4 +129,5 @@ EXECUTORS = {
     "ReduceMean": _reduce(_mean),
     "ReduceProd": _reduce(np.prod),
     "ReduceMax": _reduce(np.max),
+    "ReduceMin": _reduce(np.min),
 }

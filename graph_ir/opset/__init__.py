@@ -24,7 +24,9 @@ from graph_ir.opset import (
            slicing,
            splitting,
            tensorlist,
+           trig,
 )
 
 __all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic",
-           "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist"]
+           "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist",
+           "trig"]

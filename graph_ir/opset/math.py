@@ -25,14 +25,16 @@ _UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FL
           "Square": (*FLOATS, "int32", "int64"), "Neg": (*FLOATS, "int32", "int64"), "Abs": (*FLOATS, *_INTS),
           "Sign": _WIDE, "Floor": FLOATING,
           "Relu": ("float32", "float16", "float64", "int8", "int32", "int16", "int64", "uint8", "uint16"),
-          "Sigmoid": UNARY_FLOATS, "Tanh": UNARY_FLOATS, "Erf": FLOATING, "Erfc": FLOATING}
+          "Sigmoid": UNARY_FLOATS, "Tanh": UNARY_FLOATS, "Erf": FLOATING, "Erfc": FLOATING,
+          "Round": ("float16", "float32", "float64", "int32", "int64")}  # Round: half to even
 # Gradients of activations: (inputs in IR order, output name, extra attrs). z = dy * f'(y) from the forward output
 # y (ReluGrad: from the forward input `features`).
 _COMPLEX_CONJ = (IrAttr("complex_conj", "bool", False),)
 _GRADS = {"ReluGrad": (("gradients", "features"), "backprops", (), REALS),
           "SigmoidGrad": (("y", "dy"), "z", _COMPLEX_CONJ, UNARY_FLOATS),
           "TanhGrad": (("y", "dy"), "z", _COMPLEX_CONJ, UNARY_FLOATS),
-          "RsqrtGrad": (("y", "dy"), "z", (), (*UNARY_FLOATS, "int32", "int8"))}
+          "RsqrtGrad": (("y", "dy"), "z", (), (*UNARY_FLOATS, "int32", "int8")),
+          "SqrtGrad": (("y", "dy"), "z", (), UNARY_FLOATS)}
 # Exp and Log carry y = base^(scale * x + shift) / log_base(shift + scale * x); base -1 means e (what TF's Exp and
 # Log are, and what CANN's TF plugins set).
 _EXP_LOG_ATTRS = (IrAttr("base", "float", -1.0), IrAttr("scale", "float", 1.0), IrAttr("shift", "float", 0.0))
@@ -98,7 +100,7 @@ def _reduce(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", x.dtype, shape)]
 
 
-for _type in ("ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax"):
+for _type in ("ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin"):
     _attrs = (IrAttr("keep_dims", "bool", False),)
     if _type == "ReduceMean":
         _attrs += (IrAttr("noop_with_empty_axes", "bool", True),)
@@ -106,3 +108,11 @@ for _type in ("ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax"):
                   _attrs, outputs_from="infer", infer=_reduce,
                   doc=f"y = {_type[6:].lower()} of x over the Const `axes` (kept as size 1 with keep_dims)."))
 
+
+
+def _l2_loss(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    return [TensorDesc("y", inputs[0].dtype, ())]
+
+
+register(IrOp("L2Loss", (IrInput("x", FLOATING),), (IrOutput("y", FLOATING),), outputs_from="infer", infer=_l2_loss,
+              doc="y = sum(x ** 2) / 2 over every element: a scalar (TF's tf.nn.l2_loss, clip_by_global_norm)."))

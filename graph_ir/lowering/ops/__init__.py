@@ -26,6 +26,7 @@ from graph_ir.lowering.ops import (
     segment,
     slicing,
     tensorlist,
+    trig,
 )
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
@@ -36,7 +37,7 @@ LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS, **matrix.LOWERINGS}
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,
-                  **bucketize.LOWERINGS})
+                  **bucketize.LOWERINGS, **trig.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
