@@ -104,6 +104,12 @@ CASES = {
     "TopKV2-int32": (lambda x: tf.math.top_k(x, 4), lambda r: [_ints(r, 6, 13)]),
     "TopKV2-uint8": (lambda x: tf.math.top_k(x, 4), lambda r: [r.integers(0, 4, (3, 9)).astype(np.uint8)]),
     "TopKV2-float16": (lambda x: tf.math.top_k(x, 5), lambda r: [_special(r, 3, 17, dtype=np.float16)]),
+    "TopKV2-int64-indices-and-k": (lambda x: tf.raw_ops.TopKV2(input=x, k=tf.constant(3, tf.int64),
+                                                               index_type=tf.int64),
+                                   lambda r: [np.round(_special(r, 2, 7).clip(-2, 2))]),
+    "TopKV2-bfloat16": (lambda x: tf.math.top_k(x, 3), lambda r: [_special(r, 2, 9).astype(tf.bfloat16.as_numpy_dtype)]),
+    "Roll-bfloat16": (lambda x: tf.roll(x, shift=-2, axis=1), lambda r: [_special(r, 3, 5).astype(
+        tf.bfloat16.as_numpy_dtype)]),
     "TopKV2-signed-zeros": (lambda x: tf.math.top_k(x, 4),
                             lambda r: [np.array([[0.0, -0.0, 1.0, -0.0, 0.0, -np.inf, np.inf]], np.float32)]),
     "Roll": (lambda x: tf.roll(x, shift=[-7, 3], axis=[1, -1]), lambda r: [_special(r, 2, 5, 4)]),
@@ -128,7 +134,7 @@ CASES = {
 
 def _no_nan(x):
     """TopKV2 refuses NaN (test_top_k_refuses_nan): its cases get NaN turned into a large finite value."""
-    return np.where(np.isnan(x), 1e4, x).astype(x.dtype) if x.dtype.kind == "f" else x
+    return np.where(np.isnan(x.astype(np.float32)), 1e4, x).astype(x.dtype) if x.dtype.kind in "fV" else x
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -248,3 +254,28 @@ def test_an_align_tensorflow_refuses_is_refused(op_type):
     _op(model, "n").attr["align"].s = b"UP_DOWN"
     _loads_error(model, re.escape(f"{op_type} 'n': attribute 'align' is 'UP_DOWN'; TF accepts LEFT_RIGHT, "
                                   "RIGHT_LEFT, LEFT_LEFT, RIGHT_RIGHT"))
+
+
+@pytest.mark.parametrize("k, message", [(np.int32(2**31 - 1), "input 'k' is 2147483647; x has 5 values along axis 1"),
+                                        (np.int32(-1), "input 'k' is -1; x has 5 values along axis 1"),
+                                        (np.zeros(2, np.int32), "input 'k' must hold one value")])
+def test_a_hostile_top_k_is_refused(k, message):
+    def build():
+        return ge.TopKV2(graph_ir.Const(np.ones((2, 5), np.float32)), graph_ir.Const(np.int32(2), name="k"), name="n")
+
+    model = _model(build)
+    _set_const(model, "k", k)
+    _loads_error(model, re.escape(f"TopKV2 'n': {message}"))
+
+
+def test_a_hostile_roll_is_refused():
+    def build():
+        return ge.Roll(graph_ir.Const(np.ones((2, 5), np.float32)), shifts=[1, 2], dims=[0, 1], name="n")
+
+    np.testing.assert_array_equal(_run(_model(build))[0], np.ones((2, 5), np.float32))
+    model = _model(build)
+    _op(model, "n").attr["dims"].list.i[1] = 7
+    _loads_error(model, re.escape("Roll 'n': attribute 'dims' [0, 7] must name axes of rank 2"))
+    model = _model(build)
+    del _op(model, "n").attr["dims"].list.i[1]
+    _loads_error(model, re.escape("Roll 'n': attributes 'shifts' [1, 2] and 'dims' [0] must pair up"))

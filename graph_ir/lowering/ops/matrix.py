@@ -1,8 +1,9 @@
 """The matrix family's TF -> GE mappings (prototypes: graph_ir/opset/matrix.py). MatrixBandPart and the V3 diagonal
 ops map onto the GE ops of the same name, inputs by position (their k, num_rows and num_cols must be Consts: the
 verifier refuses them otherwise, naming the node and input, since the output shapes depend on their values).
-TopKV2 takes TF's `sorted` (its int64 index_type through a Cast: GE's TopKV2 gives int32 indices). Roll's shift and
-axis inputs become GE Roll's `shifts` and `dims` attributes, so they must be constants when the step is lowered."""
+TopKV2 takes TF's `sorted` (an int64 index_type through a Cast: GE's TopKV2 gives int32 indices; a k of
+int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's `shifts` and `dims` attributes,
+so they must be constants when the step is lowered."""
 
 from __future__ import annotations
 
@@ -10,18 +11,27 @@ import numpy as np
 
 from graph_ir.errors import LoweringError
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
-from graph_ir.nodes import Node
+from graph_ir.nodes import Handle, Node
+
+
+def _first(result) -> Handle:
+    return result.output(0) if isinstance(result, Node) else result[0]
 
 
 @maps_to("TopKV2")
 def _top_k(ctx, node, inputs):
-    top = ctx.add("TopKV2", inputs, {"sorted": bool(tf_attr(node, "sorted", True))})
+    x, k = inputs
+    if k.dtype.name != "int32":  # TF's Tk may be int16 or int64; GE's k is int32 (a Const: the Cast folds)
+        value = ctx.value(k)
+        if value is not None and not np.all(np.abs(value.astype(np.int64)) < 2**31):
+            raise LoweringError(f"lowering TF TopKV2 {node.name!r}: input 'k' is {value.tolist()}, beyond GE's int32 k")
+        k = _first(ctx.add("Cast", [k], {"dst_type": "int32"}, suffix="k"))
+    top = ctx.add("TopKV2", [x, k], {"sorted": bool(tf_attr(node, "sorted", True))})
     index_type = tf_attr(node, "index_type")
     if index_type is None or index_type.name == "int32":
         return top
     values, indices = (top.output(0), top.output(1)) if isinstance(top, Node) else top
-    cast = ctx.add("Cast", [indices], {"dst_type": index_type.name}, suffix="indices")
-    return [values, cast.output(0) if isinstance(cast, Node) else cast[0]]
+    return [values, _first(ctx.add("Cast", [indices], {"dst_type": index_type.name}, suffix="indices"))]
 
 
 def _attr_list(ctx, node, handle, what: str) -> list[int]:
