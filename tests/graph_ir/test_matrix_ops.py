@@ -279,3 +279,33 @@ def test_a_hostile_roll_is_refused():
     model = _model(build)
     del _op(model, "n").attr["dims"].list.i[1]
     _loads_error(model, re.escape("Roll 'n': attributes 'shifts' [1, 2] and 'dims' [0] must pair up"))
+
+
+def _memory_cases():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 300, 301)).astype(np.float32)
+    rows = rng.standard_normal((600, 1000)).astype(np.float32)
+    k_band = np.array([-40, 30], np.int32)
+    return [
+        ("band-part", lambda x: ge.MatrixBandPart(x, graph_ir.Const(np.int32(-1)), graph_ir.Const(np.int32(0))), [x]),
+        ("diag-part-band", lambda x: ge.MatrixDiagPartV3(x, k_band, np.float32(0), align="LEFT_RIGHT"), [x]),
+        ("diag-band", lambda d: ge.MatrixDiagV3(d, k_band, np.int32(-1), np.int32(-1), np.float32(0)),
+         [x[:, :71, :]]),
+        ("set-diag-band", lambda x, d: ge.MatrixSetDiagV3(x, d, k_band), [x, np.ones((4, 71, 300), np.float32)]),
+        ("top-k", lambda x: ge.TopKV2(x, np.int32(5))[1], [rows]),
+        ("top-k-float16", lambda x: ge.TopKV2(x, np.int32(999))[0], [rows.astype(np.float16)]),
+        ("roll", lambda x: ge.Roll(x, shifts=[7, -3], dims=[1, 2]), [x]),
+    ]
+
+
+@pytest.mark.parametrize("case", _memory_cases(), ids=lambda c: c[0])
+def test_the_plan_bounds_what_a_run_allocates(case):
+    """The session's plan (outputs plus graph_ir.executors.WORKSPACE) bounds what the executor really allocates."""
+    from tests.graph_ir.test_session_memory import _graph
+    from tests.helpers.hostile_graphs import planned_bytes, run_measured
+
+    _, build, inputs = case
+    graph = _graph(build, inputs)
+    planned = planned_bytes(graph)
+    _, allocated, _ = run_measured(graph, inputs)
+    assert allocated <= planned + 64 * 1024, (allocated, planned)
