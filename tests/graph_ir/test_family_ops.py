@@ -109,7 +109,8 @@ def test_lowered_op_runs_like_tensorflow(name):
 # The per-op test modules: each exports CASES (named "<TF op>" or "<TF op>-<case>") or TESTED (TF op names), the ops
 # it lowers and runs beside TensorFlow. Imported when checked: they import this module's helpers.
 PER_OP_TESTS = ("test_activation_ops", "test_conv_ops", "test_depthwise_ops", "test_grouped_conv", "test_slicing_ops",
-                "test_tile_gather", "test_random_ops", "test_tensorlist_ops", "test_lowering_control", "test_rnn_steps")
+                "test_tile_gather", "test_random_ops", "test_tensorlist_ops", "test_lowering_control", "test_rnn_steps",
+                "test_matrix_ops")
 
 
 def ops_tested_by(module) -> set[str]:
