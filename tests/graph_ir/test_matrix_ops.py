@@ -115,6 +115,10 @@ CASES = {
     "Roll": (lambda x: tf.roll(x, shift=[-7, 3], axis=[1, -1]), lambda r: [_special(r, 2, 5, 4)]),
     "Roll-one-axis": (lambda x: tf.roll(x, shift=13, axis=0), lambda r: [_special(r, 5, 3)]),
     "Roll-same-axis-twice": (lambda x: tf.roll(x, shift=[2, -5], axis=[1, 1]), lambda r: [_special(r, 3, 7)]),
+    "Roll-int64-huge-shift": (lambda x: tf.roll(x, shift=tf.constant([2**40 + 3, -2**41], tf.int64),
+                                                axis=tf.constant([0, 1], tf.int64)), lambda r: [_special(r, 7, 5)]),
+    "Roll-int32-extreme-shifts": (lambda x: tf.roll(x, shift=[6, 2**31 - 1, -2**31], axis=[0, 0, 1]),
+                                  lambda r: [_special(r, 7, 3)]),
     "Roll-int32": (lambda x: tf.roll(x, shift=[1, 1], axis=[0, 1]), lambda r: [_ints(r, 3, 4)]),
     "Roll-empty": (lambda x: tf.roll(x, shift=[3, 1], axis=[0, 1]), lambda r: [_empty(r, 0, 4)]),
     # the gradients
@@ -313,3 +317,20 @@ def test_the_plan_bounds_what_a_run_allocates(case):
     planned = planned_bytes(graph)
     _, allocated, _ = run_measured(graph, inputs)
     assert allocated <= planned + 64 * 1024, (allocated, planned)
+
+
+@pytest.mark.parametrize("dim, largest", [(0, False), (-2, True), (1, False)])
+def test_top_k_along_another_axis_and_smallest_first(dim, largest):
+    """GE's TopKV2 attributes TF's top_k never sets (dim, largest) in a built graph: a stable sort along `dim`,
+    ascending when largest=False (ties: lower index first)."""
+    x = np.round(_special(np.random.default_rng(dim + 5), 6, 4, 3).clip(-2, 2))
+    x[np.isnan(x)] = 7.0
+
+    def build():
+        return ge.TopKV2(graph_ir.Const(x), np.int32(3), dim=dim, largest=largest)
+
+    values, indices = _run(_model(build))
+    order = np.argsort(-x if largest else x, axis=dim, kind="stable")
+    want = np.take(order, np.arange(3), axis=dim)
+    np.testing.assert_array_equal(indices, want.astype(np.int32))
+    assert values.tobytes() == np.take_along_axis(x, want, axis=dim).tobytes()

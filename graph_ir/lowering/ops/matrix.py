@@ -2,8 +2,8 @@
 ops map onto the GE ops of the same name, inputs by position (their k, num_rows and num_cols must be Consts: the
 verifier refuses them otherwise, naming the node and input, since the output shapes depend on their values).
 TopKV2 takes TF's `sorted` (an int64 index_type through a Cast: GE's TopKV2 gives int32 indices; a k of
-int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's `shifts` and `dims` attributes,
-so they must be constants when the step is lowered."""
+int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's `shifts` and `dims` attributes
+(one per axis: TF's running sums), so they must be constants when the step is lowered."""
 
 from __future__ import annotations
 
@@ -47,16 +47,28 @@ def _attr_list(ctx, node, handle, what: str) -> list[int]:
     return [int(v) for v in value.reshape(-1)]
 
 
+def _int32(v: int) -> int:
+    """v wrapped to int32, as C++'s static_cast<int> does."""
+    return (v + 2**31) % 2**32 - 2**31
+
+
 @maps_to("Roll")
 def _roll(ctx, node, inputs):
+    """TF's kernel (roll_op.cc) reads each shift as an int (an int64 shift is truncated to 32 bits) and keeps, per
+    axis, the running sum modulo the dimension; GE's Roll gets those per-axis sums, which roll the same way."""
     x, shift, axis = inputs
     shifts, dims = _attr_list(ctx, node, shift, "shift"), _attr_list(ctx, node, axis, "axis")
-    if len(shifts) != len(dims):
+    rank = len(x.shape)
+    if len(shifts) != len(dims) or any(not -rank <= d < rank for d in dims):
         raise LoweringError(f"lowering TF Roll {node.name!r}: shift {shifts} and axis {dims} must have the same "
-                            "length (TF requires it)")
-    if not dims:  # nothing to roll: TF returns x
+                            f"length and name axes of rank {rank} (TF requires it)")
+    total: dict[int, int] = {}
+    for s, d in zip(shifts, dims):
+        d %= rank
+        total[d] = _int32(total.get(d, 0) + _int32(s)) % max(x.shape[d], 1)
+    if not any(total.values()):  # nothing to roll: TF returns x
         return ctx.add("Identity", [x])
-    return ctx.add("Roll", [x], {"shifts": shifts, "dims": dims})
+    return ctx.add("Roll", [x], {"shifts": list(total.values()), "dims": list(total)})
 
 
 LOWERINGS = {
