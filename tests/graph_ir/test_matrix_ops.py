@@ -69,6 +69,8 @@ CASES = {
     "MatrixBandPart-empty": (lambda x: tf.linalg.band_part(x, -1, 0), lambda r: [_empty(r, 2, 0, 3)]),
     "MatrixBandPart-float16": (lambda x: tf.linalg.band_part(x, 0, 1),
                                lambda r: [_special(r, 3, 5, dtype=np.float16)]),
+    "MatrixBandPart-bfloat16": (lambda x: tf.linalg.band_part(x, -1, 0),
+                                lambda r: [_special(r, 2, 6, 6).astype(tf.bfloat16.as_numpy_dtype)]),
     "MatrixDiagV3": (lambda x: tf.linalg.diag(x), lambda r: [_special(r, 2, 5)]),
     "MatrixDiagV3-k-padding": (lambda x: tf.linalg.diag(x, k=-2, num_rows=6, padding_value=7.5),
                                lambda r: [_special(r, 3, 4)]),

@@ -1,15 +1,16 @@
-"""The matrix family's TF -> GE mappings (prototypes: graph_ir/opset/matrix.py). MatrixBandPart and the V3 diagonal
-ops map onto the GE ops of the same name, inputs by position (their k, num_rows and num_cols must be Consts: the
-verifier refuses them otherwise, naming the node and input, since the output shapes depend on their values).
-TopKV2 takes TF's `sorted` (an int64 index_type through a Cast: GE's TopKV2 gives int32 indices; a k of
-int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's `shifts` and `dims` attributes
-(one per axis: TF's running sums), so they must be constants when the step is lowered."""
+"""The matrix family's TF -> GE mappings (prototypes: graph_ir/opset/matrix.py). MatrixBandPart (bfloat16 between
+Casts to float32) and the V3 diagonal ops map onto the GE ops of the same name, inputs by position (their k,
+num_rows and num_cols must be Consts: the verifier refuses them otherwise, naming the node and input, since the
+output shapes depend on their values). TopKV2 takes TF's `sorted` (an int64 index_type through a Cast: GE's TopKV2
+gives int32 indices; a k of int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's
+`shifts` and `dims` attributes (one per axis: TF's running sums), so they must be constants when lowered."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from graph_ir.errors import LoweringError
+from graph_ir.lowering.ops.activation import in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
 from graph_ir.nodes import Handle, Node
 
@@ -72,7 +73,7 @@ def _roll(ctx, node, inputs):
 
 
 LOWERINGS = {
-    "MatrixBandPart": same("MatrixBandPart"),
+    "MatrixBandPart": in_float32("MatrixBandPart"),  # bfloat16 (not in its REG_OP) as float32: a selection, exact
     "MatrixDiagV3": same("MatrixDiagV3", align="align"),
     "MatrixDiagPartV3": same("MatrixDiagPartV3", align="align"),
     "MatrixSetDiagV3": same("MatrixSetDiagV3", align="align"),
