@@ -3,7 +3,8 @@ Casts to float32) and the V3 diagonal ops map onto the GE ops of the same name, 
 num_rows and num_cols must be Consts: the verifier refuses them otherwise, naming the node and input, since the
 output shapes depend on their values). TopKV2 takes TF's `sorted` (an int64 index_type through a Cast: GE's TopKV2
 gives int32 indices; a k of int16/int64 is cast to GE's int32). Roll's shift and axis inputs become GE Roll's
-`shifts` and `dims` attributes (one per axis: TF's running sums), so they must be constants when lowered."""
+`shifts` and `dims` attributes (one per axis: TF's running sums), so they must be constants when lowered; the
+dtypes GE's Roll lacks roll as one it has."""
 
 from __future__ import annotations
 
@@ -69,7 +70,20 @@ def _roll(ctx, node, inputs):
         total[d] = _int32(total.get(d, 0) + _int32(s)) % max(x.shape[d], 1)
     if not any(total.values()):  # nothing to roll: TF returns x
         return ctx.add("Identity", [x])
-    return ctx.add("Roll", [x], {"shifts": list(total.values()), "dims": list(total)})
+    attrs = {"shifts": list(total.values()), "dims": list(total)}
+    through = _ROLL_THROUGH.get(x.dtype.name)
+    if through is None:
+        return ctx.add("Roll", [x], attrs)
+    kind, wide = through  # a dtype GE's Roll does not declare, moved as one it does (exact either way)
+    there = _first(ctx.add(kind, [x], {"type" if kind == "Bitcast" else "dst_type": wide}, suffix=wide))
+    rolled = _first(ctx.add("Roll", [there], attrs, suffix="roll"))
+    return ctx.add(kind, [rolled], {"type" if kind == "Bitcast" else "dst_type": x.dtype.name})
+
+
+# GE's Roll (its REG_OP) takes f16 f32 bf16 int8 uint8 int32 uint32 int64: the others roll as one of those, their
+# values cast there and back (bool, 16-bit integers) or their bits reinterpreted (float64, uint64).
+_ROLL_THROUGH = {"bool": ("Cast", "uint8"), "int16": ("Cast", "int32"), "uint16": ("Cast", "int32"),
+                 "float64": ("Bitcast", "int64"), "uint64": ("Bitcast", "int64")}
 
 
 LOWERINGS = {
