@@ -112,6 +112,37 @@ def _roll(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [np.roll(x, [s % x.shape[a] for a, s in total.items()], axis=list(total))]
 
 
+def _grid_bytes(node: Node, diagonals) -> int:
+    """diagonal_places's index arrays: about a dozen int64 / bool arrays the size of the band's slot grid."""
+    return 12 * 8 * int(np.prod(diagonals[-2:], dtype=np.int64))
+
+
+def _diag_workspace(node: Node) -> int:
+    """The slot grid, plus the gathered diagonals (the size of the diagonals input or output) before they are
+    written into place."""
+    descs = [h.desc for h in node.inputs] + list(node.output_descs)
+    diagonals = descs[-1] if node.type == "MatrixDiagPartV3" else descs[0] if node.type == "MatrixDiagV3" else descs[1]
+    band = diagonals.shape if len(diagonals.shape) >= 2 else (1, *diagonals.shape)
+    return _grid_bytes(node, band) + diagonals.nbytes
+
+
+def _band_part_workspace(node: Node) -> int:
+    rows, cols = node.output_descs[0].shape[-2:]
+    return 24 * rows * cols  # i - j (int64), the comparisons and the mask (bool)
+
+
+def _top_k_workspace(node: Node) -> int:
+    """The keys (widened, then negated: two copies of at most 8 bytes an element), the stable argsort's int64 order
+    and its merge buffer, the k taken indices (int64)."""
+    x, values = node.inputs[0].desc, node.output_descs[0]
+    row = x.shape[node.attrs["dim"] % len(x.shape)] if x.shape else 1
+    return x.num_elements * 24 + values.num_elements * 8 + row * 8
+
+
+WORKSPACE = {"MatrixBandPart": _band_part_workspace, "MatrixDiagPartV3": _diag_workspace,
+             "MatrixDiagV3": _diag_workspace, "MatrixSetDiagV3": _diag_workspace, "TopKV2": _top_k_workspace,
+             "Roll": lambda node: node.output_descs[0].nbytes}  # np.roll's shifted copy of the flattened x
+
 EXECUTORS: dict[str, Executor] = {
     "MatrixBandPart": _band_part,
     "MatrixDiagPartV3": _diag_part,

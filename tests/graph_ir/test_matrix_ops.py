@@ -1,13 +1,11 @@
 """The matrix family's TF ops (graph_ir/lowering/ops/matrix.py), each alone in a tf.function: lowered, run in
 graph_ir.Session and compared with TensorFlow bitwise (they select and move values) on inputs with zeros, -0.0,
 ties, NaN, +-inf, empty and odd sizes, batch dims and bool where the GE op declares it; the gradients TF takes
-through them; the graphs TF refuses, and hostile files (a huge num_rows, k out of range) refused before anything
-is computed."""
+through them; GE's TopKV2 attributes TF never sets (dim, largest) in built graphs. The refusals and hostile files:
+tests/graph_ir/test_matrix_refusals.py."""
 
 from __future__ import annotations
 
-import re
-import time
 import zlib
 
 import numpy as np
@@ -18,7 +16,7 @@ import graph_ir
 from graph_ir import ops as ge
 from graph_ir.lowering import ops
 from tests.graph_ir.test_activation_ops import _special
-from tests.graph_ir.test_hostile_family_files import _loads_error, _model, _op, _run, _set_const
+from tests.graph_ir.test_hostile_family_files import _model, _run
 from tests.graph_ir.test_slicing_ops import lower_and_run
 
 _ALIGNS = ("LEFT_RIGHT", "RIGHT_LEFT", "LEFT_LEFT", "RIGHT_RIGHT")
@@ -69,6 +67,8 @@ CASES = {
     "MatrixBandPart-empty": (lambda x: tf.linalg.band_part(x, -1, 0), lambda r: [_empty(r, 2, 0, 3)]),
     "MatrixBandPart-float16": (lambda x: tf.linalg.band_part(x, 0, 1),
                                lambda r: [_special(r, 3, 5, dtype=np.float16)]),
+    "MatrixBandPart-bfloat16": (lambda x: tf.linalg.band_part(x, -1, 0),
+                                lambda r: [_special(r, 2, 6, 6).astype(tf.bfloat16.as_numpy_dtype)]),
     "MatrixDiagV3": (lambda x: tf.linalg.diag(x), lambda r: [_special(r, 2, 5)]),
     "MatrixDiagV3-k-padding": (lambda x: tf.linalg.diag(x, k=-2, num_rows=6, padding_value=7.5),
                                lambda r: [_special(r, 3, 4)]),
@@ -104,11 +104,25 @@ CASES = {
     "TopKV2-int32": (lambda x: tf.math.top_k(x, 4), lambda r: [_ints(r, 6, 13)]),
     "TopKV2-uint8": (lambda x: tf.math.top_k(x, 4), lambda r: [r.integers(0, 4, (3, 9)).astype(np.uint8)]),
     "TopKV2-float16": (lambda x: tf.math.top_k(x, 5), lambda r: [_special(r, 3, 17, dtype=np.float16)]),
+    "TopKV2-int64-indices-and-k": (lambda x: tf.raw_ops.TopKV2(input=x, k=tf.constant(3, tf.int64),
+                                                               index_type=tf.int64),
+                                   lambda r: [np.round(_special(r, 2, 7).clip(-2, 2))]),
+    "TopKV2-bfloat16": (lambda x: tf.math.top_k(x, 3), lambda r: [_special(r, 2, 9).astype(tf.bfloat16.as_numpy_dtype)]),
+    "Roll-bfloat16": (lambda x: tf.roll(x, shift=-2, axis=1), lambda r: [_special(r, 3, 5).astype(
+        tf.bfloat16.as_numpy_dtype)]),
     "TopKV2-signed-zeros": (lambda x: tf.math.top_k(x, 4),
                             lambda r: [np.array([[0.0, -0.0, 1.0, -0.0, 0.0, -np.inf, np.inf]], np.float32)]),
     "Roll": (lambda x: tf.roll(x, shift=[-7, 3], axis=[1, -1]), lambda r: [_special(r, 2, 5, 4)]),
     "Roll-one-axis": (lambda x: tf.roll(x, shift=13, axis=0), lambda r: [_special(r, 5, 3)]),
     "Roll-same-axis-twice": (lambda x: tf.roll(x, shift=[2, -5], axis=[1, 1]), lambda r: [_special(r, 3, 7)]),
+    "Roll-int64-huge-shift": (lambda x: tf.roll(x, shift=tf.constant([2**40 + 3, -2**41], tf.int64),
+                                                axis=tf.constant([0, 1], tf.int64)), lambda r: [_special(r, 7, 5)]),
+    "Roll-int32-extreme-shifts": (lambda x: tf.roll(x, shift=[6, 2**31 - 1, -2**31], axis=[0, 0, 1]),
+                                  lambda r: [_special(r, 7, 3)]),
+    "Roll-bool": (lambda x: tf.roll(x, shift=[1, -1], axis=[0, 1]), lambda r: [_bools(r, 3, 4)]),
+    "Roll-int16": (lambda x: tf.roll(x, shift=2, axis=1), lambda r: [_ints(r, 3, 4, dtype=np.int16)]),
+    "Roll-float64": (lambda x: tf.roll(x, shift=-2, axis=0), lambda r: [_special(r, 5, 3).astype(np.float64)]),
+    "Roll-uint64": (lambda x: tf.roll(x, shift=3, axis=0), lambda r: [np.arange(2**64 - 9, 2**64 - 1, dtype=np.uint64)]),
     "Roll-int32": (lambda x: tf.roll(x, shift=[1, 1], axis=[0, 1]), lambda r: [_ints(r, 3, 4)]),
     "Roll-empty": (lambda x: tf.roll(x, shift=[3, 1], axis=[0, 1]), lambda r: [_empty(r, 0, 4)]),
     # the gradients
@@ -128,7 +142,7 @@ CASES = {
 
 def _no_nan(x):
     """TopKV2 refuses NaN (test_top_k_refuses_nan): its cases get NaN turned into a large finite value."""
-    return np.where(np.isnan(x), 1e4, x).astype(x.dtype) if x.dtype.kind == "f" else x
+    return np.where(np.isnan(x.astype(np.float32)), 1e4, x).astype(x.dtype) if x.dtype.kind in "fV" else x
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -153,98 +167,18 @@ def test_every_lowering_of_the_family_is_tested():
     assert set(matrix.LOWERINGS) == {name.split("-")[0] for name in CASES}
 
 
-def test_top_k_refuses_nan():
-    """TF's order of NaN is its sort's accident (the comparator is no strict weak order with NaN): refused, naming
-    the node, rather than a guess."""
-    x = np.array([[1.0, np.nan, 2.0, 0.5]], np.float32)
-    with pytest.raises(graph_ir.GraphError, match=r"TopKV2 'TopKV2'.*x holds NaN"):
-        lower_and_run(lambda x: tf.math.top_k(x, 2), [x])
-
-
-@pytest.mark.parametrize("fn, specs, message", [
-    (lambda x, k: tf.math.top_k(x, k), [((3, 5), tf.float32), ((), tf.int32)], r"input 'k' must come from a Const"),
-    (lambda x, k: tf.linalg.diag_part(x, k=k), [((3, 5), tf.float32), ((), tf.int32)],
-     r"MatrixDiagPartV3 'diag_part': input 'k' must come from a Const"),
-    (lambda x, n: tf.linalg.diag(x, num_rows=n), [((3,), tf.float32), ((), tf.int32)],
-     r"MatrixDiagV3 'diag': input 'num_rows' must come from a Const"),
-    (lambda x, s: tf.roll(x, s, 0), [((3, 5), tf.float32), ((), tf.int32)],
-     r"Roll 'Roll'.*input 'shift' must be a constant"),
-    (lambda x: tf.roll(x, 1, 0), [((3,), tf.float64)], r"Roll 'Roll'.*'x' has dtype float64"),
-])
-def test_graphs_tensorflow_or_ge_refuses_are_refused(fn, specs, message):
-    with pytest.raises(graph_ir.LoweringError, match=message):
-        graph_ir.from_tensorflow(tf.function(fn), *[tf.TensorSpec(s, d) for s, d in specs])
-
-
-def test_tensorflow_refuses_the_align_refused():
-    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="align"):
-        tf.raw_ops.MatrixDiagPartV3(input=tf.zeros((3, 3)), k=0, padding_value=0.0, align="UP_DOWN")
-
-
-def test_band_part_bounds_beyond_the_matrix_are_refused_as_tensorflow_refuses_them():
-    fn = tf.function(lambda x, lo: tf.linalg.band_part(x, lo, -1))
-    graph = graph_ir.from_tensorflow(fn, tf.TensorSpec((3, 4)), tf.TensorSpec((), tf.int32))
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    with pytest.raises(graph_ir.GraphError, match=r"MatrixBandPart 'MatrixBandPart': num_lower 4 .* exceed"):
-        session.run_graph(0, [np.zeros((3, 4), np.float32), np.int32(4)])
-    with pytest.raises(tf.errors.InvalidArgumentError):
-        fn(tf.zeros((3, 4)), tf.constant(4))
-
-
-def _diag_graph():
-    return ge.MatrixDiagV3(graph_ir.Const(np.ones((2, 3), np.float32)), graph_ir.Const(np.int32(0), name="k"),
-                           graph_ir.Const(np.int32(-1), name="rows"), graph_ir.Const(np.int32(-1), name="cols"),
-                           graph_ir.Const(np.float32(0)), name="n")
-
-
-@pytest.mark.parametrize("field, value, message", [
-    ("rows", np.int32(2**31 - 1), r"MatrixDiagV3 'n': y of shape \[2, 2147483647, 3\] has 12884901882 elements"),
-    ("cols", np.int32(-5), r"MatrixDiagV3 'n': input 'num_cols' is -5"),
-    ("k", np.array([-2**31, 2**31 - 1], np.int32), r"MatrixDiagV3 'n': x of shape \[2, 3\] must hold 4294967296 "),
-    ("k", np.int32(2**31 - 1), r"MatrixDiagV3 'n': y of shape \[2, 2147483650, 2147483650\] has"),
-    ("k", np.zeros((2, 2), np.int32), r"MatrixDiagV3 'n': input 'k' must be a scalar or a vector"),
-])
-def test_a_hostile_matrix_diag_is_refused_before_it_is_computed(field, value, message):
-    np.testing.assert_array_equal(_run(_model(_diag_graph))[0], np.stack([np.eye(3, dtype=np.float32)] * 2))
-    model = _model(_diag_graph)
-    _set_const(model, field, value)
-    begin = time.perf_counter()
-    _loads_error(model, message)
-    assert time.perf_counter() - begin < 1.0
-
-
-@pytest.mark.parametrize("k, message", [
-    (np.int32(3), "input 'k': the lower diagonal 3 is out of bounds for a 2x3 matrix"),
-    (np.array([-9, 0], np.int32), "input 'k': the lower diagonal -9 is out of bounds for a 2x3 matrix"),
-    (np.array([2, 1], np.int32), "input 'k' is [2, 1]; its lower diagonal must not be above the upper one"),
-])
-def test_a_hostile_diag_part_k_is_refused(k, message):
-    def build():
-        return ge.MatrixDiagPartV3(graph_ir.Const(np.ones((2, 3), np.float32)), graph_ir.Const(np.int32(0), name="k"),
-                                   graph_ir.Const(np.float32(0)), name="n")
-
-    model = _model(build)
-    _set_const(model, "k", k)
-    _loads_error(model, re.escape(f"MatrixDiagPartV3 'n': {message}"))
-    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="out of bound|lower_diag_index"):
-        tf.raw_ops.MatrixDiagPartV3(input=tf.ones((2, 3)), k=k, padding_value=0.0)
-
-
-@pytest.mark.parametrize("op_type", ["MatrixDiagPartV3", "MatrixDiagV3", "MatrixSetDiagV3"])
-def test_an_align_tensorflow_refuses_is_refused(op_type):
-    """TF takes LEFT_RIGHT, RIGHT_LEFT, LEFT_LEFT, RIGHT_RIGHT only (test_tensorflow_refuses_the_align_refused)."""
+@pytest.mark.parametrize("dim, largest", [(0, False), (-2, True), (1, False)])
+def test_top_k_along_another_axis_and_smallest_first(dim, largest):
+    """GE's TopKV2 attributes TF's top_k never sets (dim, largest) in a built graph: a stable sort along `dim`,
+    ascending when largest=False (ties: lower index first)."""
+    x = np.round(_special(np.random.default_rng(dim + 5), 6, 4, 3).clip(-2, 2))
+    x[np.isnan(x)] = 7.0
 
     def build():
-        x, k, zero = graph_ir.Const(np.ones((3, 3), np.float32)), graph_ir.Const(np.int32(0)), np.float32(0)
-        if op_type == "MatrixDiagPartV3":
-            return ge.MatrixDiagPartV3(x, k, graph_ir.Const(zero), name="n")
-        if op_type == "MatrixDiagV3":
-            return ge.MatrixDiagV3(x, k, graph_ir.Const(np.int32(-1)), graph_ir.Const(np.int32(-1)),
-                                   graph_ir.Const(zero), name="n")
-        return ge.MatrixSetDiagV3(x, graph_ir.Const(np.ones(3, np.float32)), k, name="n")
+        return ge.TopKV2(graph_ir.Const(x), np.int32(3), dim=dim, largest=largest)
 
-    model = _model(build)
-    _op(model, "n").attr["align"].s = b"UP_DOWN"
-    _loads_error(model, re.escape(f"{op_type} 'n': attribute 'align' is 'UP_DOWN'; TF accepts LEFT_RIGHT, "
-                                  "RIGHT_LEFT, LEFT_LEFT, RIGHT_RIGHT"))
+    values, indices = _run(_model(build))
+    order = np.argsort(-x if largest else x, axis=dim, kind="stable")
+    want = np.take(order, np.arange(3), axis=dim)
+    np.testing.assert_array_equal(indices, want.astype(np.int32))
+    assert values.tobytes() == np.take_along_axis(x, want, axis=dim).tobytes()

@@ -2,8 +2,9 @@
 beside K steps in TensorFlow with PowerSign and FusedEmaAdam: a causal self-attention (a band_part(ones) mask, and
 band_part on the attention weights), a triplet-style loss mining the hardest negatives with tf.math.top_k, and an
 orthogonality penalty ||W^T W - I||^2 with tf.eye (folded into a Const at n = 4, a MatrixDiagV3 node at n = 70) and
-tf.linalg.diag_part / set_diag (whose gradients hold MatrixDiagV3, MatrixSetDiagV3, MatrixDiagPartV3). Tolerance: every weight, slot and counter and the loss within 1e-5 of its own scale
-(FLOAT32_TOLERANCE: the matmuls and reductions are not bitwise Eigen's; the matrix ops themselves are).
+tf.linalg.diag_part / set_diag (whose gradients hold MatrixDiagV3, MatrixSetDiagV3, MatrixDiagPartV3).
+Tolerance: every weight, slot and counter and the loss within 1e-5 of its own scale (FLOAT32_TOLERANCE: the
+matmuls and reductions are not bitwise Eigen's; the matrix ops themselves are).
 Measured (K = 3): state within 2.4e-7 scaled, the losses within 1.9e-7."""
 
 from __future__ import annotations

@@ -51,6 +51,13 @@ def planned_bytes(graph: Graph) -> int:
     return int(re.search(r"a run would hold (\d+) bytes", str(refused.value)).group(1))
 
 
+def check_plan_bounds_allocation(graph: Graph, inputs, slack: int = 64 * 1024) -> None:
+    """The planner's peak for `graph` (outputs plus the executors' WORKSPACE) bounds what a run of it allocates."""
+    planned = planned_bytes(graph)
+    _, allocated, _ = run_measured(graph, inputs)
+    assert allocated <= planned + slack, (allocated, planned)
+
+
 def ints(*values) -> np.ndarray:
     """An int32 array of `values` (shape and size inputs)."""
     return np.array(values, np.int32)
