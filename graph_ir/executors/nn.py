@@ -34,7 +34,8 @@ def _einsum(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     terms, out = parse_einsum(node.type, node.name, node.attrs["equation"], len(args))
     with np.errstate(all="ignore"):
         y = np.einsum(f"{','.join(terms)}->{out}", *[wide(a) for a in args], optimize=True)
-    return [at_dtype(node, 0, y)]
+    # C order: np.einsum may hand back its product in another axis order, which every later op would carry along
+    return [np.ascontiguousarray(at_dtype(node, 0, y))]
 
 
 def _bias_add(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

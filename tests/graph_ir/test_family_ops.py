@@ -9,6 +9,7 @@ import importlib
 import sys
 import zlib
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -135,6 +136,21 @@ def test_every_family_lowering_is_tested_or_covered_by_a_step():
     for name in PER_OP_TESTS:
         untested -= ops_tested_by(importlib.import_module(f"tests.graph_ir.{name}"))
     assert not untested, sorted(untested)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, -3])
+def test_bfloat16_expand_dims_is_a_reshape(axis):
+    """GE's ExpandDims takes no bfloat16 (Llama's attention repeats its bfloat16 keys through one): a Reshape, bitwise."""
+    x = _floats(np.random.default_rng(5), 2, 3).astype(ml_dtypes.bfloat16)
+    step = tf.function(lambda x: tf.expand_dims(x, axis) * 2)
+    graph = graph_ir.from_tensorflow(step, tf.TensorSpec(x.shape, tf.bfloat16))
+    assert not graph.nodes_of_type("ExpandDims") and graph.nodes_of_type("Reshape")
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    (got,) = session.run_graph(0, [x])
+    want = step(x).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
 def test_batch_norm_inference_and_the_running_average_refusal():

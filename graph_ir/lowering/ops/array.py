@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graph_ir.errors import LoweringError
 from graph_ir.lowering.ops.common import count, maps_to, same, tf_attr
 from graph_ir.nodes import Handle, Node
 
@@ -33,6 +34,23 @@ def _tile(ctx, node, inputs):
     return ctx.add("Cast", [tiled], {"dst_type": "bool"})
 
 
+@maps_to("ExpandDims")
+def _expand_dims(ctx, node, inputs):
+    """GE's ExpandDims takes no bfloat16 (its REG_OP's list): a bfloat16 x becomes a Reshape to the static shape with
+    the new dim (GE's Reshape takes every type), which is the same tensor."""
+    x, axis = inputs
+    at = ctx.value(axis)
+    if x.dtype.name != "bfloat16" or at is None or np.size(at) != 1:
+        return ctx.add("ExpandDims", [x, axis])  # (a computed or bad axis is refused there, naming the node)
+    rank = len(x.shape) + 1
+    position = int(np.reshape(at, -1)[0])
+    if not -rank <= position < rank:
+        raise LoweringError(f"TF ExpandDims {node.name!r}: axis {position} is out of range for rank {rank}")
+    shape = list(x.shape)
+    shape.insert(position % rank, 1)
+    return ctx.add("Reshape", [x, ctx.const(np.asarray(shape, np.int64), "shape")])
+
+
 def _first(result) -> Handle:
     """The first output of what ctx.add returned (a node, or the Consts it was folded into)."""
     return result.output(0) if isinstance(result, Node) else result[0]
@@ -47,7 +65,7 @@ LOWERINGS = {
     "Rank": _shapes(lambda inputs: [len(inputs[0].shape)]),
     "BroadcastGradientArgs": same("BroadcastGradientArgs"),
     "Reshape": same("Reshape"),
-    "ExpandDims": same("ExpandDims"),
+    "ExpandDims": _expand_dims,
     "Squeeze": same("Squeeze", axis="squeeze_dims"),
     "Tile": _tile,
     "Transpose": same("Transpose"),
