@@ -97,6 +97,10 @@ def _bf16_finite(rng, *shape, positive: bool = False):
     return (np.abs(x) + 0.1 if positive else x).astype(BF16)
 
 
+def _raw(op: str, first: str, second: str):
+    return lambda a, b: getattr(tf.raw_ops, op)(**{first: a, second: b})
+
+
 # The elementwise ops of a mixed_bfloat16 BERT / Llama block (attention, LayerNormalization or RMSNorm, gelu or
 # SiLU, rotary sin/cos): each lowers in bfloat16, onto a GE op that declares it or in float32 between Casts
 # (Maximum, Minimum, Sign, Floor, Erf, Erfc, Einsum) or as Sub + Square (SquaredDifference); bitwise TF's.
@@ -128,7 +132,15 @@ _BFLOAT16_BLOCK = {
                                                                       _bf16_finite(r, 8, 4)], 0),
     "AddN": (lambda a, b, c: tf.add_n([a, b, c]), lambda r: [_bf16(r, 37), _bf16(r, 37), _bf16(r, 37)], 0),
     "Cast": (lambda x: tf.cast(x, tf.float32), lambda r: [_bf16(r, 37)], 0),
+    # the gradients of tanh, sigmoid (gelu's tanh form, SiLU) and rsqrt (normalization), each step at 16 bits
+    "TanhGrad": (_raw("TanhGrad", "y", "dy"), lambda r: [_bf16(r, 301, scale=0.5), _bf16(r, 301)], 0),
+    # (SigmoidGrad: dy * (y * (1 - y)) in Eigen's packets, dy * y * (1 - y) in its tail: whole packets here)
+    "SigmoidGrad": (_raw("SigmoidGrad", "y", "dy"), lambda r: [_bf16(r, 320, scale=0.5), _bf16(r, 320)], 0),
+    "RsqrtGrad": (_raw("RsqrtGrad", "y", "dy"), lambda r: [np.abs(_bf16(r, 301)), _bf16(r, 301)], 0),
 }
+_FLOAT16_GRADIENTS = {f"{name}-float16": (fn, lambda r, make=make: [a.astype(np.float32).astype(np.float16)
+                                                                    for a in make(r)], 0)
+                      for name, (fn, make, _) in _BFLOAT16_BLOCK.items() if name.endswith("Grad")}
 
 # "TFop" or "TFop-variant" -> (function of tensors, inputs from rng, tolerance)
 CASES = {
@@ -177,6 +189,7 @@ CASES = {
     "AddV2-bfloat16": (tf.add, lambda r: [_special(r, 5, 7, dtype=BF16), _special(r, 7, dtype=BF16)], 0),
     "AddV2-bfloat16-empty": (tf.add, lambda r: [np.zeros((0, 3), BF16), np.zeros((3,), BF16)], 0),
     **{f"{name}-bfloat16": case for name, case in _BFLOAT16_BLOCK.items()},
+    **_FLOAT16_GRADIENTS,
 }
 
 
