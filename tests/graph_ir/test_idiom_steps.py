@@ -1,8 +1,9 @@
 """Training-step idioms lowered whole and run K steps in graph_ir.Session beside K steps in TensorFlow (the harness of
 tests/graph_ir/test_lowering_steps.py): a custom tf.function step that clips its gradients with
 tf.clip_by_global_norm (L2Loss, Sqrt, the clip's Minimum and RealDiv) and puts tf.norm in its loss (Sqrt's gradient
-is SqrtGrad), with FusedEmaAdam and PowerSign; and the attention block (MultiHeadAttention, LayerNormalization,
-Dense with gelu) under mixed_bfloat16, every elementwise op of it in bfloat16 (AddV2 onto GE Add).
+is SqrtGrad), with FusedEmaAdam and PowerSign; and, under mixed_bfloat16 with FusedEmaAdam, the attention block
+(MultiHeadAttention, LayerNormalization, Dense with gelu) and a Llama-style block (RMSNorm, SwiGLU), their
+elementwise ops in bfloat16 (AddV2 onto GE Add).
 
 Tolerances: every variable within 1e-5 of its own scale after K steps in float32 (as the other step tests: sums in
 another order, sqrt/exp/erf not bitwise Eigen's); 2e-2 with mixed_bfloat16 (bfloat16 keeps 8 significant bits: an
@@ -82,6 +83,45 @@ def test_mixed_bfloat16_attention_block_step(tmp_path):
     bfloat16 = {n.type for n in graph.nodes.values() if n.output_descs and n.output_descs[0].dtype.name == "bfloat16"}
     assert {"Add", "BatchMatMulV2", "Mul"} <= bfloat16, sorted(bfloat16)
     assert "ApplyFusedEmaAdam" in {n.type for n in graph.nodes.values()}
+    assert len(differences) == len(model.variables) + len(opt.variables)
+    assert max(differences.values()) <= BFLOAT16_TOLERANCE, differences
+    assert loss <= BFLOAT16_TOLERANCE
+
+
+class RMSNorm(keras.layers.Layer):
+    """Llama's normalization, in the layer's compute dtype: x * rsqrt(mean(x^2) + eps) * scale."""
+
+    def build(self, shape):
+        self.scale = self.add_weight(shape=shape[-1:], initializer="ones")
+
+    def call(self, x):
+        return x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), -1, keepdims=True) + 1e-6) * tf.cast(self.scale, x.dtype)
+
+
+def bfloat16_llama_block() -> keras.Model:
+    """A Llama-style feed-forward block under mixed_bfloat16 (policy reset afterwards): RMSNorm, a SiLU-gated Dense
+    pair (SwiGLU), a residual, GlobalAveragePooling1D, Dense."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        x = keras.Input((6, 8))
+        h = RMSNorm()(x)
+        gated = keras.layers.Dense(12, activation="silu")(h) * keras.layers.Dense(12)(h)
+        y = x + keras.layers.Dense(8)(gated)
+        return keras.Model(x, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling1D()(RMSNorm()(y))))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_mixed_bfloat16_llama_style_block_step(tmp_path):
+    keras.utils.set_random_seed(15)
+    model, opt = bfloat16_llama_block(), FusedEmaAdam(0.01, weight_decay=0.01)
+    opt.build(model.trainable_variables)
+    step = train_steps.train_step(model, keras.losses.MeanSquaredError(), opt)
+    specs = [tf.TensorSpec((4, 6, 8), tf.float32), tf.TensorSpec((4, 3), tf.float32)]
+    graph, differences, loss = train_steps.lower_and_compare(
+        step, specs, train_steps.batches(16, *specs), [*model.variables, *opt.variables], str(tmp_path))
+    bfloat16 = {n.type for n in graph.nodes.values() if n.output_descs and n.output_descs[0].dtype.name == "bfloat16"}
+    assert {"Rsqrt", "RsqrtGrad", "ReduceMean", "Square", "Sigmoid", "Mul", "Add"} <= bfloat16, sorted(bfloat16)
     assert len(differences) == len(model.variables) + len(opt.variables)
     assert max(differences.values()) <= BFLOAT16_TOLERANCE, differences
     assert loss <= BFLOAT16_TOLERANCE

@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_ir.lowering import ops
-from tests.graph_ir.test_activation_ops import _special, assert_matches, run_lowered
+from tests.graph_ir.test_activation_ops import _special, assert_matches, check_case, run_lowered
 from tests.graph_ir.test_family_ops import PRODUCT, ROUNDING, _floats
 
 BF16 = ml_dtypes.bfloat16
@@ -193,19 +192,15 @@ CASES = {
 }
 
 
+# bfloat16 ops that lower onto another GE op: GE's AddV2 declares no bfloat16, its Add does; bfloat16
+# SquaredDifference is Sub then Square.
+BFLOAT16_GE_TYPES = {"AddV2": "Add", "SquaredDifference": "Square"}
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_lowered_op_runs_like_tensorflow(name):
-    fn, make_inputs, tolerance = CASES[name]
-    inputs = make_inputs(np.random.default_rng(zlib.crc32(name.encode())))
-    graph, got, want = run_lowered(fn, inputs)
-    ge_type = ops.LOWERINGS[name.split("-")[0]].ge_type
-    if name.endswith("bfloat16") or "bfloat16-" in name:
-        # GE's AddV2 declares no bfloat16, its Add does; bfloat16 SquaredDifference is Sub then Square
-        ge_type = {"AddV2": "Add", "SquaredDifference": "Square"}.get(ge_type, ge_type)
-    assert graph.nodes_of_type(ge_type), (name, ge_type, sorted({n.type for n in graph.nodes.values()}))
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert_matches(g, w, tolerance, f"{name} output {k}", any_zero_sign=name in ZERO_SIGN_BY_LAYOUT)
+    ge_type = BFLOAT16_GE_TYPES.get(name.split("-")[0]) if "bfloat16" in name else None
+    check_case(name, CASES[name], ge_type, any_zero_sign=name in ZERO_SIGN_BY_LAYOUT)
 
 
 # max(0.0, -0.0) and min: which zero TF returns depends on the argument order in Eigen's packets and its tail, as
