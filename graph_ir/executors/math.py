@@ -141,9 +141,9 @@ def _l2_loss(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def _sqrt_grad(y: np.ndarray, dy: np.ndarray) -> np.ndarray:
     """GE's z = dy * 0.5 / y in the order of TF's scalar_sqrt_gradient_op (tensorflow/core/kernels/
-    cwise_ops_gradients.h): dy * (0.5 / y), two roundings at the dtype (measured bitwise TF's in all four float
-    dtypes; (0.5 * dy) / y is an ulp off in a quarter of the elements), and 0 where dy is 0, even where y is 0, inf
-    or NaN (TF's mul_no_nan)."""
+    cwise_ops_gradients.h) in its SIMD packets: dy * (0.5 / y), two roundings at the dtype (measured bitwise TF's on
+    whole packets in all four float dtypes); Eigen's scalar tail (the last n % width elements) computes
+    (0.5 * dy) / y, an ulp apart in about a quarter of them. 0 where dy is 0, even where y is 0, inf or NaN."""
     return np.where(dy == 0, np.zeros((), dy.dtype), dy * (np.asarray(0.5, y.dtype) / y))
 
 
@@ -159,22 +159,27 @@ _BINARY = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multipl
            "Maximum": np.maximum, "Minimum": np.minimum, "Less": np.less, "LessEqual": np.less_equal, "Greater": np.greater,
            "GreaterEqual": np.greater_equal, "Equal": np.equal, "NotEqual": np.not_equal, "DivNoNan": _div_no_nan,
            "SquaredDifference": lambda x, y: np.square(x - y)}
-_UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x), "Square": np.square,
+_UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Square": np.square,
           "Neg": np.negative, "Abs": np.abs, "Sign": np.sign, "Floor": np.floor,
           "Relu": _relu, "SqrtGrad": _sqrt_grad,
           # Round: half to even (np.rint), as TF's Round (Eigen's scalar_round_half_to_even_op); integers as given.
           "Round": lambda x: np.rint(x) if x.dtype.kind in "fV" else x.copy()}
 # In float32 and rounded once: how TF evaluates them for 16-bit floats.
 _WIDENED = {"Sigmoid": _sigmoid, "Tanh": np.tanh,
-            # Eigen's gradient functors, in their operation order.
-            "SigmoidGrad": lambda y, dy: dy * (y * (1 - y)),
-            "TanhGrad": lambda y, dy: dy * (1 - y * y),
-            # Eigen's scalar_rsqrt_gradient_op gives 0 where dy is 0 (even where y is inf or NaN).
-            "RsqrtGrad": lambda y, dy: np.where(dy == 0, np.zeros((), dy.dtype),
-                                                np.asarray(-0.5, y.dtype) * (dy * y) * (y * y))}
+            # 1 / sqrt(x) rounded once for the 16-bit floats: measured bitwise TF's float16 and bfloat16 Rsqrt
+            # (two roundings at 16 bits are an ulp off in a quarter of the elements)
+            "Rsqrt": lambda x: 1 / np.sqrt(x)}
+# Eigen's gradient functors, in their operation order, each step rounded at the inputs' dtype: for float16 and
+# bfloat16 that is TF's result bit for bit (measured over 4096 elements of each; float32 once and rounded is an ulp
+# off in a quarter to a third of them).
+_GRADIENTS = {"SigmoidGrad": lambda y, dy: dy * (y * (1 - y)),
+              "TanhGrad": lambda y, dy: dy * (1 - y * y),
+              # Eigen's scalar_rsqrt_gradient_op gives 0 where dy is 0 (even where y is inf or NaN).
+              "RsqrtGrad": lambda y, dy: np.where(dy == 0, np.zeros((), dy.dtype),
+                                                  np.asarray(-0.5, y.dtype) * (dy * y) * (y * y))}
 
 EXECUTORS = {
-    **{t: elementwise(fn) for t, fn in {**_BINARY, **_UNARY}.items()},
+    **{t: elementwise(fn) for t, fn in {**_BINARY, **_UNARY, **_GRADIENTS}.items()},
     **{t: widened(fn) for t, fn in _WIDENED.items()},
     # gradients * (features > 0), as TF's ReluGrad functor: a NaN or inf gradient times 0 is NaN.
     "ReluGrad": elementwise(lambda dy, x: times_mask(dy, x > 0)),

@@ -1,5 +1,5 @@
-"""The math family's reductions (ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin; prototypes: graph_ir/opset/math.py)
-and the accurate sum every float32 executor that sums uses (nn.py, norm.py, pool.py).
+"""The math family's reductions (ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin; prototypes:
+graph_ir/opset/math.py) and the accurate sum every float32 executor that sums uses (nn.py, norm.py, pool.py).
 
 Float sums accumulate in float64 and are rounded once to the output dtype: NumPy sums a non-contiguous axis (N, H
 and W of NHWC data) one element after another, whose float32 error grows with the count (2.3e-5 relative over

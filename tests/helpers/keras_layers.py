@@ -181,11 +181,9 @@ CASES: dict[str, Case] = {
     "MelSpectrogram": Case(lambda: layers.MelSpectrogram(fft_length=16, sequence_stride=8, num_mel_bins=4,
                                                          sampling_rate=1000), "audio",
                            **_no_mapping("RFFT", "the FFT")),
-    "STFTSpectrogram": Case(lambda: layers.STFTSpectrogram(frame_length=16, frame_step=8), "mono",
-                            **_no_mapping("SqrtGrad", "the gradient of the magnitude's sqrt")),
+    "STFTSpectrogram": Case(lambda: layers.STFTSpectrogram(frame_length=16, frame_step=8), "mono"),
     "Solarization": Case(lambda: layers.Solarization(threshold_factor=0.5, value_range=(0, 1)), "image"),
-    "AutoContrast": Case(lambda: layers.AutoContrast(value_range=(0, 1)), "image",
-                         **_no_mapping("Min", "reduce_min")),
+    "AutoContrast": Case(lambda: layers.AutoContrast(value_range=(0, 1)), "image"),
     "Equalization": Case(lambda: layers.Equalization(value_range=(0, 1)), "image"),
 }
 
@@ -232,10 +230,9 @@ AUGMENTATION_REFUSALS: dict[str, tuple[str, str]] = {  # name -> (regex of the L
     "RandomInvert": _BOOL_SLICE, "RandomPerspective": _BOOL_SLICE,
     "RandomHue": _RGB_TO_HSV, "RandomSaturation": _RGB_TO_HSV,
     "RandomPosterization": (r"TF op RightShift \(node", "no lowering for TF op RightShift"),
-    "RandomRotation": (r"TF op Tan \(node", "no lowering for TF op Tan"),
-    "RandomShear": _PROJECTIVE, "RandomTranslation": _PROJECTIVE, "RandomZoom": _PROJECTIVE, "RandAugment": _PROJECTIVE,
+    "RandomRotation": _PROJECTIVE, "RandomShear": _PROJECTIVE, "RandomTranslation": _PROJECTIVE,
+    "RandomZoom": _PROJECTIVE, "RandAugment": _PROJECTIVE,
     "AugMix": _GAMMA, "CutMix": _GAMMA, "MixUp": _GAMMA,
-    "ContrastLimitedAdaptiveHistogramEqualization": (r"TF op Min \(node", "no lowering for TF op Min (reduce_min)"),
 }
 
 

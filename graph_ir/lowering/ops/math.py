@@ -2,19 +2,21 @@
 elementwise ops onto the GE op of the same name (Exp and Log with CANN's base/scale/shift), the reductions Sum, Mean,
 Prod, Max and Min onto ReduceSum, ReduceMean, ReduceProd, ReduceMax and ReduceMin, AddN onto AddN, Cast onto Cast
 (dst_type from DstT). Relu and Round in bfloat16 (GE's declare none) run in float32 between Casts, bitwise TF's
-bfloat16 results (a max, and an integer below 2^8 or a bfloat16 already integral, are bfloat16 values). AddV2 in
+bfloat16 results (a max, and an integer below 2^8 or a bfloat16 already integral, are bfloat16 values), and so do
+Maximum, Minimum, Sign and Floor; Erf and Erfc (gelu's) too, as TF's bfloat16 kernels compute them: the float32
+function rounded once to bfloat16. bfloat16 SquaredDifference lowers onto Sub and Square, TF's two roundings. AddV2 in
 bfloat16 (GE's AddV2 declares none, GE's Add does) lowers onto Add: the same sum, correctly rounded either way."""
 
 from __future__ import annotations
 
 from graph_ir.errors import LoweringError
-from graph_ir.lowering.ops.activation import in_float32
+from graph_ir.lowering.ops.activation import _output, in_float32
 from graph_ir.lowering.ops.common import count, maps_to, same
 
 _EXP_LOG = {"base": lambda node: -1.0, "scale": lambda node: 1.0, "shift": lambda node: 0.0}
-_SAME_NAME = ("Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod", "FloorDiv", "DivNoNan",
-              "SquaredDifference", "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor",
-              "Sigmoid", "Tanh", "Erf", "Erfc", "ReluGrad", "SigmoidGrad", "TanhGrad", "RsqrtGrad", "Less",
+_SAME_NAME = ("Add", "Sub", "Mul", "RealDiv", "Pow", "FloorMod", "FloorDiv", "DivNoNan",
+              "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs",
+              "Sigmoid", "Tanh", "ReluGrad", "SigmoidGrad", "TanhGrad", "RsqrtGrad", "Less",
               "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SelectV2", "SqrtGrad",
               "L2Loss")
 
@@ -23,6 +25,16 @@ _SAME_NAME = ("Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "Floo
 def _add_v2(ctx, node, inputs):
     """AddV2, or Add where the inputs are bfloat16 (which GE's Add declares and its AddV2 does not)."""
     return ctx.add("Add" if inputs[0].dtype.name == "bfloat16" else "AddV2", inputs)
+
+
+
+@maps_to("SquaredDifference")
+def _squared_difference(ctx, node, inputs):
+    """SquaredDifference; in bfloat16 (GE's declares none) Sub then Square, both bfloat16 GE ops: TF's bfloat16
+    functor (abs2(x1 - x2)) rounds the difference to bfloat16 and then its square, as these two do."""
+    if inputs[0].dtype.name != "bfloat16":
+        return ctx.add("SquaredDifference", inputs)
+    return ctx.add("Square", [_output(ctx.add("Sub", inputs, suffix="difference"))])
 
 
 _round_in_float32 = in_float32("Round")
@@ -45,6 +57,11 @@ LOWERINGS = {
     "AddV2": _add_v2,
     "Relu": in_float32("Relu"),
     "Round": _round,
+    "SquaredDifference": _squared_difference,
+    # No bfloat16 in GE's REG_OPs; a max, min, sign or floor of bfloat16 values is one, so float32 is exact.
+    **{t: in_float32(t) for t in ("Maximum", "Minimum", "Sign", "Floor")},
+    "Erf": in_float32("Erf"),
+    "Erfc": in_float32("Erfc"),
     "Exp": same("Exp", **_EXP_LOG),
     "Log": same("Log", **_EXP_LOG),
     "AddN": same("AddN", N=count),

@@ -2,10 +2,12 @@
 onto MatMulV2 (transpose_a/b as transpose_x1/x2), BatchMatMulV2 (adj_x/y as adj_x1/x2), Softmax onto SoftmaxV2 over
 the last axis, BiasAdd, BiasAddGrad, Einsum and the sparse softmax cross-entropy onto the GE ops of the same name.
 A float16 MatMul read only by a BiasAdd lowers with it as one MatMulV2 with its bias input, as TF (oneDNN) fuses
-them and rounds once."""
+them and rounds once. A bfloat16 Einsum (GE's Einsum declares f16, f32, i32) runs in float32 between Casts: float32
+sums of bfloat16 products rounded to bfloat16, as TF's bfloat16 contraction accumulates in float32 and rounds once."""
 
 from __future__ import annotations
 
+from graph_ir.lowering.ops.activation import bfloat16_in_float32
 from graph_ir.lowering.ops.common import count, maps_to, same, tf_attr
 from graph_ir.lowering.ops.conv import bias_add_to_fuse
 
@@ -31,7 +33,7 @@ LOWERINGS = {
     "MatMul": _matmul,
     "BatchMatMulV2": same("BatchMatMulV2", adj_x1="adj_x", adj_x2="adj_y"),
     "BatchMatMulV3": same("BatchMatMulV2", adj_x1="adj_x", adj_x2="adj_y"),
-    "Einsum": same("Einsum", equation="equation", N=count),
+    "Einsum": bfloat16_in_float32(same("Einsum", equation="equation", N=count)),
     "BiasAdd": same("BiasAdd", data_format="data_format"),
     "BiasAddGrad": same("BiasAddGrad", data_format="data_format"),
     "Softmax": same("SoftmaxV2", axes=lambda node: [-1]),
