@@ -122,6 +122,8 @@ class Lowerer(LoweringContext):
             visiting.add(name)
             stack.append((name, True))
             node = self.nodes[name]
+            if node.op in ops.REFUSED_BEFORE_INPUTS:
+                raise LoweringError(ops.refusal(node.op, name, is_stateful(node.op)))
             skip = set(flat_inputs(node)) if node.op in MULTI_LOWERINGS else set()  # split, never lowered whole
             stack.extend((parse_tensor(t)[0], False) for t in reversed(node.input)
                          if parse_tensor(t)[0] not in self.lowered and t not in skip)

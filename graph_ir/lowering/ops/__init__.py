@@ -39,6 +39,9 @@ _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUn
            "StatefulUniform", "StatefulStandardNormalV2")
 _CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
 _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
+# Refused when the walk reaches them, before their inputs (an Assert's message is a string Const, which would
+# otherwise be refused first with a less useful message).
+REFUSED_BEFORE_INPUTS = ("Assert",)
 
 
 def lowered_types() -> list[str]:
@@ -57,6 +60,12 @@ def refusal(op: str, node: str, stateful: bool) -> str:
         return (f"cannot lower {where}: TF1's dataflow control flow (Switch/Merge/Enter/Exit) is not lowered; GE "
                 "takes the functional form: enable control flow v2 (tf.compat.v1.enable_control_flow_v2(), the "
                 "default in TF2), whose If/While nodes lower to GE If/While")
+    if op == "Assert":
+        return (f"cannot lower {where}: a GE graph here cannot check an assertion while the step runs and then "
+                "refuse the step before any variable is written, and dropping the check would run a step TF refuses; "
+                "remove the assertion from the step: tf.debugging.assert_* / tf.Assert calls, and "
+                "tf.nn.compute_average_loss (whose check on its arguments is an Assert: divide the summed loss by the "
+                "global batch size yourself, tf.reduce_sum(loss) / global_batch_size)")
     if op in _DATA_DEPENDENT:
         return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
     kind = "stateful " if stateful else ""

@@ -8,8 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from graph_ir.lowering.ops.common import count, maps_to, same, tf_attr
-from graph_ir.nodes import Handle, Node
+from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes, tf_attr
 
 
 def _shapes(of: Callable) -> Callable:
@@ -20,22 +19,6 @@ def _shapes(of: Callable) -> Callable:
         return [ctx.const(np.asarray(v, dtype), f"output_{k}" if k else "") for k, v in enumerate(values)]
 
     return lower
-
-
-@maps_to("Tile")
-def _tile(ctx, node, inputs):
-    """GE's Tile (its REG_OP: BasicType) takes no bool: a bool x is tiled as uint8 between Casts (exact)."""
-    x, multiples = inputs
-    if x.dtype.name != "bool":
-        return ctx.add("Tile", [x, multiples])
-    as_bytes = _first(ctx.add("Cast", [x], {"dst_type": "uint8"}, suffix="uint8"))
-    tiled = _first(ctx.add("Tile", [as_bytes, multiples], suffix="tile"))
-    return ctx.add("Cast", [tiled], {"dst_type": "bool"})
-
-
-def _first(result) -> Handle:
-    """The first output of what ctx.add returned (a node, or the Consts it was folded into)."""
-    return result.output(0) if isinstance(result, Node) else result[0]
 
 
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
@@ -49,8 +32,8 @@ LOWERINGS = {
     "Reshape": same("Reshape"),
     "ExpandDims": same("ExpandDims"),
     "Squeeze": same("Squeeze", axis="squeeze_dims"),
-    "Tile": _tile,
-    "Transpose": same("Transpose"),
+    "Tile": same_bool_as_bytes("Tile"),
+    "Transpose": same_bool_as_bytes("Transpose"),
     "BroadcastTo": same("BroadcastTo"),
     "Range": same("Range"),
     "Fill": same("Fill"),
@@ -58,7 +41,7 @@ LOWERINGS = {
     "OnesLike": same("OnesLike"),
     "ConcatV2": same("ConcatV2", N=count),
     "Pack": same("Pack", axis="axis", N=count),
-    "GatherV2": same("GatherV2", batch_dims="batch_dims"),
-    "StridedSlice": same("StridedSlice", **_MASKS),
+    "GatherV2": same_bool_as_bytes("GatherV2", batch_dims="batch_dims"),
+    "StridedSlice": same_bool_as_bytes("StridedSlice", **_MASKS),
     "UnsortedSegmentSum": same("UnsortedSegmentSum"),
 }

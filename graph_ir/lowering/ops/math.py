@@ -12,7 +12,7 @@ _EXP_LOG = {"base": lambda node: -1.0, "scale": lambda node: 1.0, "shift": lambd
 _SAME_NAME = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod", "FloorDiv", "DivNoNan",
               "SquaredDifference", "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor",
               "Sigmoid", "Tanh", "Erf", "Erfc", "ReluGrad", "SigmoidGrad", "TanhGrad", "RsqrtGrad", "Less",
-              "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SelectV2")
+              "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select")
 
 LOWERINGS = {
     **{t: same(t) for t in _SAME_NAME},
