@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graph_ir.lowering.ops import dynamic_slice
 from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes, tf_attr
 
 
@@ -42,6 +43,6 @@ LOWERINGS = {
     "ConcatV2": same("ConcatV2", N=count),
     "Pack": same("Pack", axis="axis", N=count),
     "GatherV2": same_bool_as_bytes("GatherV2", batch_dims="batch_dims"),
-    "StridedSlice": same_bool_as_bytes("StridedSlice", **_MASKS),
+    "StridedSlice": dynamic_slice.strided_slice,
     "UnsortedSegmentSum": same("UnsortedSegmentSum"),
 }
