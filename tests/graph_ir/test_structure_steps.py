@@ -11,12 +11,14 @@ as the other step tests (the matmuls and reductions are not bitwise Eigen's)."""
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import layers
 
 import graph_ir
-from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE
+from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, SPARSE_XENT
 from tests.helpers import train_steps
 from tf_plugin.optimizers import FusedEmaAdam
 
@@ -74,6 +76,8 @@ def test_bool_masks_move_through_the_ops_tf_takes_them_in_bitwise(name):
     graph, got, want = _run(fn, mask)
     assert got[0].dtype == np.bool_ and got[0].shape == want[0].shape
     np.testing.assert_array_equal(got[0], want[0])
+    moved = {"StridedSlice", "Slice", "Transpose", "Tile", "GatherV2", "SelectV2"} & _types(graph)
+    assert not moved or "Cast" in _types(graph)  # GE's REG_OPs of those declare no bool: uint8 between Casts
 
 
 def test_bool_mask_attention_step(tmp_path):
@@ -103,6 +107,19 @@ def test_bool_mask_attention_step(tmp_path):
     assert {"Cast", "StridedSlice", "Tile", "GatherV2", "SelectV2"} <= _types(graph), sorted(_types(graph))
 
 
+def test_masked_gru_step(tmp_path):
+    """Embedding(mask_zero=True) then GRU: Keras's rnn loop transposes the bool mask to time-major and selects with
+    it in each step."""
+    keras.utils.set_random_seed(80)
+    model = keras.Sequential([keras.Input((6,), dtype="int32"), layers.Embedding(10, 4, mask_zero=True),
+                              layers.GRU(5), layers.Dense(3)])
+    optimizer = FusedEmaAdam(0.01)
+    step = train_steps.train_step(model, SPARSE_XENT, optimizer)
+    specs = [S((4, 6), tf.int32), S((4,), tf.int32)]
+    _step_compare(step, specs, train_steps.batches(81, *specs, x_high=10, y_high=3),
+                  [*model.variables, *optimizer.variables], tmp_path)
+
+
 # -- 2. Einsum with an ellipsis ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("equation, shapes", [
@@ -117,7 +134,7 @@ def test_einsum_with_an_ellipsis_as_tf(equation, shapes):
     rng = np.random.default_rng(2)
     values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     values[0].reshape(-1)[::3] = 0
-    graph, got, want = _run(tf.function(lambda a, b: tf.einsum(equation, a, b)), *values)
+    _, got, want = _run(tf.function(lambda a, b: tf.einsum(equation, a, b)), *values)
     assert got[0].shape == want[0].shape
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
 
@@ -218,6 +235,8 @@ def test_computed_begin_rows_and_shrunk_axes_as_tf():
                             rng.standard_normal((6, 3)) > 0)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+    body = {n.type for sub in graph.subgraphs.values() for n in sub.nodes.values()}
+    assert "Slice" in body and "StridedSlice" in body, sorted(body)  # the offsets read off the computed begin
 
 
 def test_computed_begin_out_of_range_is_refused_at_run_time():
