@@ -1,12 +1,11 @@
 """The logic family's TF -> GE mappings (prototypes: graph_ir/opset/logic.py), as Ascend's TF adapter maps them
 (CANN's framework/tf_plugin): ArgMax onto ArgMaxV2 and ArgMin onto ArgMin (TF's output_type as GE's dtype), All and
 Any onto ReduceAll and ReduceAny, the others onto the GE op of the same name with their attributes (Bitcast's type,
-OneHot's axis, MatrixDiagPartV3's align). SelectV2 of bool then/else (masks) runs them as uint8 between Casts: GE's
-SelectV2 declares BasicType there, no bool (Select declares bool and takes it as it is)."""
+OneHot's axis, MatrixDiagPartV3's align)."""
 
 from __future__ import annotations
 
-from graph_ir.lowering.ops.common import same, same_bool_as_bytes
+from graph_ir.lowering.ops.common import same
 
 _SAME_NAME = ("LogicalAnd", "LogicalOr", "LogicalNot", "BitwiseAnd", "ClipByValue", "IsFinite", "IsNan", "IsInf",
               "Ceil", "InTopKV2")
@@ -20,5 +19,4 @@ LOWERINGS = {
     "All": same("ReduceAll", keep_dims="keep_dims"),
     "Any": same("ReduceAny", keep_dims="keep_dims"),
     "MatrixDiagPartV3": same("MatrixDiagPartV3", align="align"),
-    "SelectV2": same_bool_as_bytes("SelectV2", (1, 2)),
 }

@@ -6,7 +6,7 @@ Relu in bfloat16 (GE's Relu declares none) runs in float32 between Casts, bitwis
 from __future__ import annotations
 
 from graph_ir.lowering.ops.activation import in_float32
-from graph_ir.lowering.ops.common import count, same
+from graph_ir.lowering.ops.common import count, same, same_bool_as_bytes
 
 _EXP_LOG = {"base": lambda node: -1.0, "scale": lambda node: 1.0, "shift": lambda node: 0.0}
 _SAME_NAME = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod", "FloorDiv", "DivNoNan",
@@ -17,6 +17,7 @@ _SAME_NAME = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Po
 LOWERINGS = {
     **{t: same(t) for t in _SAME_NAME},
     "Relu": in_float32("Relu"),
+    "SelectV2": same_bool_as_bytes("SelectV2", (1, 2)),  # bool then/else as uint8: GE's SelectV2 declares no bool
     "Exp": same("Exp", **_EXP_LOG),
     "Log": same("Log", **_EXP_LOG),
     "AddN": same("AddN", N=count),
