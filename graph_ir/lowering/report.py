@@ -84,6 +84,8 @@ def _screen(nodes, library: dict, known: set[str], prefix: str, found: dict[str,
             found.setdefault(node.op, []).append(name)
             if node.op in ops.REFUSED_BEFORE_INPUTS:
                 reasons[node.op] = ops.refusal(node.op, name, False).split(": ", 1)[1]
+            elif node.op in ops.REWRITES:
+                reasons[node.op] = f"no lowering; {ops.REWRITES[node.op]}"
         elif node.op == "Const" and node.attr["dtype"].type in _STRING_TYPES:
             found.setdefault("Const", []).append(name)
             reasons["Const"] = "a string tensor (an assertion's or tf.print's message): GE graphs here take none"

@@ -42,6 +42,12 @@ _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMa
 # Refused when the walk reaches them, before their inputs (an Assert's message is a string Const, which would
 # otherwise be refused first with a less useful message).
 REFUSED_BEFORE_INPUTS = ("Assert",)
+# Known rewrites of steps holding an op without a lowering (said in its refusal and by graph_ir.missing_ops).
+REWRITES = {
+    "L2Loss": ("if it comes from tf.clip_by_global_norm / tf.linalg.global_norm, clip with the Keras optimizer's "
+               "global_clipnorm= instead (its norm is a sum of squares, which lowers); for tf.nn.l2_loss(x), write "
+               "tf.reduce_sum(tf.square(x)) / 2"),
+}
 
 
 def lowered_types() -> list[str]:
@@ -69,6 +75,7 @@ def refusal(op: str, node: str, stateful: bool) -> str:
     if op in _DATA_DEPENDENT:
         return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
     kind = "stateful " if stateful else ""
+    hint = f"; {REWRITES[op]}" if op in REWRITES else ""
     return (f"cannot lower {kind}{where} to GE IR: the lowering has no mapping for it (`python -m graph_ir ops` "
             f"lists the {len(lowered_types())} it has; graph_ir.missing_ops(fn, *args) lists every op of a step "
-            "that has none)")
+            f"that has none){hint}")
