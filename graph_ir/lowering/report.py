@@ -20,7 +20,7 @@ from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 from graph_ir.lowering.trace import closure, lowering_errors, prepare
 
 _PLUMBING = {
-    "Const": "Const", "IdentityN": "IdentityN", "NoOp": "(none: its control edges pass on)",
+    "Const": "Const", "IdentityN": "IdentityN", "Assert": "(none: its condition is checked when lowering)", "NoOp": "(none: its control edges pass on)",
     "Placeholder": "Data (a tf.Variable argument: Variable)", "VarHandleOp": "Variable", "VariableV2": "Variable",
     **{op: "Identity" for op in IDENTITIES}, **{op: "(inlined: the called function's nodes)" for op in CALL_OPS},
 }
@@ -77,16 +77,17 @@ def _functions(node) -> list[str]:
 def _screen(nodes, library: dict, known: set[str], prefix: str, found: dict[str, list[str]],
             reasons: dict[str, str], depth: int = 0) -> None:
     """Adds to `found` every node of `nodes` (and of the functions they run) that the lowering refuses whatever its
-    inputs: an op type without a mapping (or refused, as Assert), a string Const (an Assert's message)."""
+    inputs: an op type without a mapping, a string Const read by anything but an Assert (whose message the lowering
+    does not read)."""
+    # (a FunctionDef's inputs are "node:output:k", a graph's "node:k")
+    read = {t.lstrip("^").split(":")[0] for n in nodes if n.op not in ops.CHECKED_WHEN_LOWERING for t in n.input}
     for node in nodes:
         name = prefix + node.name
         if node.op not in known:
             found.setdefault(node.op, []).append(name)
-            if node.op in ops.REFUSED_BEFORE_INPUTS:
-                reasons[node.op] = ops.refusal(node.op, name, False).split(": ", 1)[1]
-            elif node.op in ops.REWRITES:
+            if node.op in ops.REWRITES:
                 reasons[node.op] = f"no lowering; {ops.REWRITES[node.op]}"
-        elif node.op == "Const" and node.attr["dtype"].type in _STRING_TYPES:
+        elif node.op == "Const" and node.attr["dtype"].type in _STRING_TYPES and node.name in read:
             found.setdefault("Const", []).append(name)
             reasons["Const"] = "a string tensor (an assertion's or tf.print's message): GE graphs here take none"
         for function in _functions(node) if depth < 16 else []:
@@ -107,9 +108,10 @@ def _unknown_shape_arguments(step) -> list[str]:
 def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: Any = None) -> MissingOps:
     """What the lowering of `fn` refuses, by TF op type with the names of its nodes (a node inside an inlined call
     is named "<call>/<node>", one inside an If/While/Case function "<node>/<function node>"), sorted by op type.
-    Takes what graph_ir.from_tensorflow takes. It lists every op type without a mapping (not only the first),
-    Asserts, string Consts and arguments of unknown shape ("Placeholder"); when it finds none, it lowers the step, and
-    lists what that refuses for another reason (a begin computed in a way the lowering cannot slice with, a dtype) as
+    Takes what graph_ir.from_tensorflow takes. It lists every op type without a mapping (not only the first), string
+    Consts and arguments of unknown shape ("Placeholder"); when it finds none, it lowers the step, and lists what
+    that refuses for another reason (an Assert on the step's data, a begin computed in a way the lowering cannot
+    slice with, a dtype) as
     the op type and node the LoweringError names, with the error as its reason. So an empty answer means
     from_tensorflow lowers the step. Raises LoweringError for what cannot be traced."""
     from graph_ir.lowering import from_tensorflow  # the package imports this module

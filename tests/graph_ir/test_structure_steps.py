@@ -2,8 +2,9 @@
 bool masks sliced, transposed, gathered, tiled and selected (Gemma's and T5's `mask[:, None, :, :]`, a masked GRU's
 transposed mask), Einsum with an ellipsis (RoFormerV2's `'...,a->...a'`), a captured constant tensor above TF's
 128-element embedding threshold (Swin's relative-position index), micro-batch gradient accumulation slicing
-`x[i*mb:(i+1)*mb]` inside tf.range, and Asserts, refused naming the node, with graph_ir.missing_ops non-empty
-exactly when from_tensorflow raises.
+`x[i*mb:(i+1)*mb]` inside tf.range, and Asserts (checked when lowering when their condition is known then, as
+tf.nn.compute_average_loss's; refused naming the node otherwise), with graph_ir.missing_ops non-empty exactly when
+from_tensorflow raises.
 
 Tolerance: the ops moved here (slices, transposes, gathers, selects, Casts) are exact, so their forward values are
 compared bitwise; whole steps (K = 3 with FusedEmaAdam) within FLOAT32_TOLERANCE (1e-5) of each tensor's own scale,
@@ -310,7 +311,7 @@ def _global_norm_clip_step(x):
 
 
 # (step, spec, whether from_tensorflow refuses it: None when that depends on ops others are adding)
-_STEPS = [(_assert_step, S((3,), tf.float32), True), (_average_loss_step, S((3,), tf.float32), True),
+_STEPS = [(_assert_step, S((3,), tf.float32), True), (_average_loss_step, S((3,), tf.float32), False),
           (_unknown_shape_step, S((None,), tf.float32), True), (_string_step, S((3,), tf.float32), True),
           (_uneven_slice_step, S((4, 3), tf.float32), True), (_fine_step, S((4, 3), tf.float32), False),
           (_global_norm_clip_step, S((3,), tf.float32), None)]
@@ -344,10 +345,25 @@ def test_keras_global_clipnorm_step_lowers(tmp_path):
     _step_compare(step, specs, batch, [*model.variables, *optimizer.variables], tmp_path)
 
 
-def test_assert_is_refused_naming_the_node_and_how_to_remove_it():
-    for fn, node in ((_assert_step, "assert_positive"), (_average_loss_step, "assert_non_negative")):
-        with pytest.raises(graph_ir.LoweringError, match=rf"Assert \(node '{node}.*remove the assertion"):
-            graph_ir.from_tensorflow(tf.function(fn), S((3,), tf.float32))
-        missing = graph_ir.missing_ops(tf.function(fn), S((3,), tf.float32))
-        assert "Assert" in missing and missing["Assert"][0].endswith("Assert")
-        assert "remove the assertion" in str(missing)
+def test_assert_on_the_steps_data_is_refused_naming_the_node_and_how_to_remove_it():
+    with pytest.raises(graph_ir.LoweringError, match=r"Assert \(node 'assert_positive.*remove the assertion"):
+        graph_ir.from_tensorflow(tf.function(_assert_step), S((3,), tf.float32))
+    missing = graph_ir.missing_ops(tf.function(_assert_step), S((3,), tf.float32))
+    assert list(missing) == ["Assert"] and missing["Assert"][0].endswith("Assert")
+    assert "remove the assertion" in str(missing)
+
+
+def test_assert_known_when_lowering_is_checked_then():
+    """compute_average_loss asserts its batch size (from the static shape) is >= 0: checked when lowering, the step
+    lowers and gives TF's loss; an assertion that fails on every run is a LoweringError."""
+    x = np.array([1.0, 0.0, -2.5, 4.0], np.float32)
+    graph, got, want = _run(tf.function(_average_loss_step), x)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert "Assert" not in _types(graph)
+
+    def never(x):
+        tf.debugging.assert_equal(tf.shape(x)[0], 5)
+        return x + 1.0
+
+    with pytest.raises(graph_ir.LoweringError, match=r"Assert \(node .*false whatever the step's data"):
+        graph_ir.from_tensorflow(tf.function(never), S((4,), tf.float32))

@@ -5,6 +5,9 @@ handles of the TF node's data inputs, `ctx` (graph_ir/lowering/context.py) adds 
 
 from __future__ import annotations
 
+import numpy as np
+
+from graph_ir.errors import LoweringError
 from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.ops import (
     activation,
@@ -39,9 +42,9 @@ _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUn
            "StatefulUniform", "StatefulStandardNormalV2")
 _CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
 _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
-# Refused when the walk reaches them, before their inputs (an Assert's message is a string Const, which would
-# otherwise be refused first with a less useful message).
-REFUSED_BEFORE_INPUTS = ("Assert",)
+# Ops whose condition is checked when lowering and which then become nothing (check_assert): only their first input
+# is lowered (an Assert's other inputs are its message, string Consts GE graphs here do not take).
+CHECKED_WHEN_LOWERING = ("Assert",)
 # Known rewrites of steps holding an op without a lowering (said in its refusal and by graph_ir.missing_ops).
 REWRITES = {
     "L2Loss": ("if it comes from tf.clip_by_global_norm / tf.linalg.global_norm, clip with the Keras optimizer's "
@@ -52,7 +55,27 @@ REWRITES = {
 
 def lowered_types() -> list[str]:
     """Every TF op type the lowering knows (function calls are inlined: graph_ir/lowering/inline.py)."""
-    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS})
+    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS, *CHECKED_WHEN_LOWERING})
+
+
+def check_assert(node, condition) -> None:
+    """TF's Assert (tf.debugging.assert_*, tf.nn.compute_average_loss's check of its batch size), checked when
+    lowering: a condition known then (a Const, or folded into one: shapes are static) that holds everywhere is the
+    same check at every run, passed, so the Assert becomes nothing; one that fails is a LoweringError (TF would
+    refuse every run). A condition computed from the step's data is refused: GE's Assert would check it while the
+    step runs, and graph_ir cannot refuse the step then before any variable is written, while dropping the check
+    would run a step TF refuses."""
+    where = f"TF op Assert (node {node.name!r})"
+    value = condition.node.attrs["value"] if condition.node.type == "Const" else None
+    if value is None:
+        raise LoweringError(
+            f"cannot lower {where}: its condition depends on the step's data, and a GE graph here cannot check it "
+            "while the step runs and refuse the step before any variable is written (dropping the check would run "
+            "steps TF refuses); remove the assertion from the step (tf.debugging.assert_* / tf.Assert on tensors), "
+            "or check the data before the step")
+    if not np.all(value):
+        raise LoweringError(f"cannot lower {where}: its condition is false whatever the step's data (TF refuses "
+                            "every run of this step with InvalidArgumentError)")
 
 
 def refusal(op: str, node: str, stateful: bool) -> str:
@@ -66,12 +89,6 @@ def refusal(op: str, node: str, stateful: bool) -> str:
         return (f"cannot lower {where}: TF1's dataflow control flow (Switch/Merge/Enter/Exit) is not lowered; GE "
                 "takes the functional form: enable control flow v2 (tf.compat.v1.enable_control_flow_v2(), the "
                 "default in TF2), whose If/While nodes lower to GE If/While")
-    if op == "Assert":
-        return (f"cannot lower {where}: a GE graph here cannot check an assertion while the step runs and then "
-                "refuse the step before any variable is written, and dropping the check would run a step TF refuses; "
-                "remove the assertion from the step: tf.debugging.assert_* / tf.Assert calls, and "
-                "tf.nn.compute_average_loss (whose check on its arguments is an Assert: divide the summed loss by the "
-                "global batch size yourself, tf.reduce_sum(loss) / global_batch_size)")
     if op in _DATA_DEPENDENT:
         return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
     kind = "stateful " if stateful else ""
