@@ -367,3 +367,34 @@ def test_assert_known_when_lowering_is_checked_then():
 
     with pytest.raises(graph_ir.LoweringError, match=r"Assert \(node .*false whatever the step's data"):
         graph_ir.from_tensorflow(tf.function(never), S((4,), tf.float32))
+
+
+def test_guarded_asserts_on_static_shapes_lower_and_train(tmp_path):
+    """tf.Assert with tensors in its message (an If, AssertGuard, whose predicate folds to a Const on static shapes)
+    and tf.debugging.assert_* on shapes, in a training step: the If runs the branch TF runs, the step trains as TF."""
+    w = _variable(100, (4, 3), "w_guarded")
+    optimizer = FusedEmaAdam(0.01)
+
+    @tf.function
+    def step(x, y):
+        tf.debugging.assert_equal(tf.shape(x)[0], tf.shape(y)[0], message="batch sizes differ")
+        tf.debugging.assert_rank(x, 2)
+        tf.Assert(tf.shape(x)[1] < 9, [x, tf.shape(x)])
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(tf.square(tf.reduce_sum(tf.tanh(x @ w), 1) - y))
+        optimizer.apply_gradients([(tape.gradient(loss, w), w)])
+        return loss
+
+    specs = [S((5, 4), tf.float32), S((5,), tf.float32)]
+    step(*train_steps.batches(101, *specs)(-1))
+    assert graph_ir.missing_ops(step, *specs) == {}
+    _step_compare(step, specs, train_steps.batches(101, *specs), [w, *optimizer.variables], tmp_path)
+
+    @tf.function
+    def never(x):
+        tf.Assert(tf.shape(x)[1] > 9, [x])
+        return x * 2.0
+
+    with pytest.raises(graph_ir.LoweringError, match=r"Assert \(node 'Assert/AssertGuard/Assert'"):
+        graph_ir.from_tensorflow(never, S((5, 4), tf.float32))
+    assert list(graph_ir.missing_ops(never, S((5, 4), tf.float32))) == ["Assert"]
