@@ -12,8 +12,8 @@ steps to GE graphs.
   that the fetches need become Data nodes, in graph order.
 
 Function calls (nested tf.functions, PartitionedCall / StatefulPartitionedCall) are inlined first
-(graph_ir/lowering/inline.py). graph_ir.missing_ops(fn, *args) lists every op that has no lowering
-(graph_ir/lowering/report.py). The op mapping is in graph_ir/lowering/table.py, the naming of Variables in
+(graph_ir/lowering/inline.py). graph_ir.missing_ops(fn, *args) lists every op that has no lowering and
+whatever else the lowering refuses; empty, the step lowers (graph_ir/lowering/report.py). The op mapping is in graph_ir/lowering/table.py, the naming of Variables in
 graph_ir/lowering/capture.py (Graph.variable_name(v) gives a variable's GE name). FusedEmaAdam's lr is a GE
 attribute, so an optimizer node is ApplyFusedEmaAdam where its lr is known when lowering: a constant, or (with
 freeze_learning_rate, the default) the current value of a learning-rate variable that nothing else in the step reads

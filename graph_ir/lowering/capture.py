@@ -66,11 +66,17 @@ def variable_owning(handle) -> tf.Variable | None:
     return None
 
 
-def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any]], set[str]]:
-    """The captured variables of a traced function: {placeholder name: (GE name, current value, tf.Variable)}, and
-    the names of all capture placeholders."""
+def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any]], set[str],
+                                            dict[str, np.ndarray]]:
+    """The captured variables of a traced function: {placeholder name: (GE name, current value, tf.Variable)}, the
+    names of all capture placeholders, and the captured constant tensors {placeholder name: value}.
+
+    TF embeds a small captured eager tensor as a Const, but captures a larger one (more than 128 elements; TF's
+    _EAGER_CONST_THRESHOLD in tensorflow/python/framework/func_graph.py) as a Placeholder fed from the closure. Such a
+    tensor is a constant of the step (a weight-like table: Swin's relative-position index), of any size: it becomes
+    a GE Const holding its value, not folded further (graph_ir/lowering/context.py folds only small inputs)."""
     by_handle = {id(v.handle): v for v in func_graph.variables}
-    variables, captured = {}, set()
+    variables, captured, constants = {}, set(), {}
     for external, internal in func_graph.captures:
         captured.add(internal.op.name)
         var = by_handle.get(id(external))
@@ -81,7 +87,9 @@ def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any
             variables[internal.op.name] = (ge_name(variable_key(var), var.name), value, var)
         elif internal.dtype == tf.resource:
             raise LoweringError(f"captured resource {internal.op.name!r} is not a tf.Variable of the function")
-    return variables, captured
+        elif internal.dtype != tf.variant and isinstance(external, tf.__internal__.EagerTensor):  # a fixed value
+            constants[internal.op.name] = np.array(external.numpy(), copy=True)
+    return variables, captured, constants
 
 
 def graph_variables(graph, graph_def, closure: set[str], session,

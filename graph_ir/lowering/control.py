@@ -98,6 +98,12 @@ def lower_if_or_case(ctx, node, handles: list[Handle]):
     else:
         functions = [(f"branches[{k}]", f) for k, f in enumerate(_func_list(node, "branches"))]
     roles = [attr.replace("[", "").replace("]", "") for attr, _ in functions]
+    pred = ctx.value(handles[0])
+    if node.op in IF_OPS and pred is not None and np.asarray(pred).size == 1:
+        # A predicate known when lowering (folded: tf.Assert's AssertGuard on a static shape) runs one branch at every
+        # step, as in TF, which never runs the other: both GE branches are that one (the other may hold what
+        # cannot be lowered, such as the Assert of a check that always passes).
+        functions = [functions[0 if bool(np.asarray(pred).reshape(-1)[0]) else 1]] * 2
     # First what each branch's results are, to give the zeros of the other branches' OptionalNone results.
     optionals: dict[int, TensorDesc] = {}
     has_nones = any(n.op == "OptionalNone" for _, name in functions for n in function_of(ctx, node, "", name).node_def)

@@ -130,6 +130,8 @@ class Lowerer(LoweringContext):
             stack.append((name, True))
             node = self.nodes[name]
             skip = set(flat_inputs(node)) if node.op in MULTI_LOWERINGS else set()  # split, never lowered whole
+            if node.op in ops.CHECKED_WHEN_LOWERING:  # only the condition (and the control inputs)
+                skip.update(t for t in node.input[1:] if not t.startswith("^"))
             stack.extend((parse_tensor(t)[0], False) for t in reversed(node.input)
                          if parse_tensor(t)[0] not in self.lowered and t not in skip)
 
@@ -143,7 +145,9 @@ class Lowerer(LoweringContext):
             if op in MULTI_LOWERINGS:
                 self.passthrough[node.name] = lower_multi(self, node, data, controls)
                 return None
-            if op == "NoOp":
+            if op == "NoOp" or op in ops.CHECKED_WHEN_LOWERING:
+                if op in ops.CHECKED_WHEN_LOWERING:
+                    ops.check_assert(node, self.handle(data[0]))
                 self.passthrough[node.name] = controls
                 return None
             if op in INPUTS:

@@ -95,7 +95,8 @@ def _describe(args: tuple) -> str:
 def _from_function(concrete, call_args: tuple | None) -> Step:
     func_graph = concrete.graph
     graph_def, stateful_calls, renamed = inline_calls(func_graph.as_graph_def())
-    variables, captured = function_variables(func_graph)
+    variables, captured, constants = function_variables(func_graph)
+    _embed_constants(graph_def, constants)
     inputs = [t for t in func_graph.inputs if t.op.name not in captured]
     by_argument = _argument_variables(concrete, call_args, inputs)
     for name, var in by_argument.items():
@@ -108,6 +109,17 @@ def _from_function(concrete, call_args: tuple | None) -> Step:
     must_run = [n.name for n in graph_def.node if is_stateful(n.op) and n.op != "Placeholder"] + stateful_calls
     must_run += [op.name for op in getattr(func_graph, "control_outputs", [])]
     return Step(func_graph.name, graph_def, args, variables, outputs, must_run)
+
+
+def _embed_constants(graph_def, constants: dict[str, np.ndarray]) -> None:
+    """Turns the Placeholder of each captured constant tensor into a Const holding its value (in place)."""
+    for node in graph_def.node:
+        if node.op == "Placeholder" and node.name in constants:
+            dtype = node.attr["dtype"].type
+            node.op = "Const"
+            node.ClearField("attr")
+            node.attr["dtype"].type = dtype
+            node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(constants[node.name]))
 
 
 def _argument_variables(concrete, call_args: tuple | None, inputs: list) -> dict[str, tf.Variable]:

@@ -216,18 +216,14 @@ AUGMENTATIONS = {
     "ContrastLimitedAdaptiveHistogramEqualization":
         lambda: layers.ContrastLimitedAdaptiveHistogramEqualization(value_range=(0, 1)),
 }
-_BOOL_SLICE = (r"StridedSlice .*input 'x' has dtype bool", ("a StridedSlice of a bool tensor: GE's StridedSlice "
-               "REG_OP takes no bool"))
 _PROJECTIVE = (r"TF op ImageProjectiveTransformV3 \(node", ("no lowering for TF op ImageProjectiveTransformV3 (the "
                "affine resampling)"))
 _GAMMA = (r"TF op BroadcastArgs \(node .*stateless_random_gamma", ("no lowering for TF op BroadcastArgs (of "
           "stateless_random_gamma's Beta draw)"))
 _RGB_TO_HSV = (r"TF op RGBToHSV \(node", "no lowering for TF op RGBToHSV")
 AUGMENTATION_REFUSALS: dict[str, tuple[str, str]] = {  # name -> (regex of the LoweringError, why)
-    "RandomCrop": (r"StridedSlice .*input 'begin' must come from a Const", ("crops at a random offset: a "
-                   "StridedSlice whose begin is computed (GE graphs here have static slices)")),
-    "RandomElasticTransform": _BOOL_SLICE, "RandomErasing": _BOOL_SLICE, "RandomGaussianBlur": _BOOL_SLICE,
-    "RandomInvert": _BOOL_SLICE, "RandomPerspective": _BOOL_SLICE,
+    "RandomElasticTransform": (r"TF op BitwiseOr \(node", "no lowering for TF op BitwiseOr"),
+    "RandomPerspective": (r"TF op MatrixSolve \(node", "no lowering for TF op MatrixSolve"),
     "RandomHue": _RGB_TO_HSV, "RandomSaturation": _RGB_TO_HSV,
     "RandomPosterization": (r"TF op RightShift \(node", "no lowering for TF op RightShift"),
     "RandomRotation": _PROJECTIVE, "RandomShear": _PROJECTIVE, "RandomTranslation": _PROJECTIVE,

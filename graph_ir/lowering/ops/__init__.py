@@ -5,6 +5,9 @@ handles of the TF node's data inputs, `ctx` (graph_ir/lowering/context.py) adds 
 
 from __future__ import annotations
 
+import numpy as np
+
+from graph_ir.errors import LoweringError
 from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.ops import (
     activation,
@@ -48,11 +51,40 @@ _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUn
            "StatefulUniform", "StatefulStandardNormalV2")
 _CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
 _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
+# Ops whose condition is checked when lowering and which then become nothing (check_assert): only their first input
+# is lowered (an Assert's other inputs are its message, string Consts GE graphs here do not take).
+CHECKED_WHEN_LOWERING = ("Assert",)
+# Known rewrites of steps holding an op without a lowering (said in its refusal and by graph_ir.missing_ops).
+REWRITES = {
+    "L2Loss": ("if it comes from tf.clip_by_global_norm / tf.linalg.global_norm, clip with the Keras optimizer's "
+               "global_clipnorm= instead (its norm is a sum of squares, which lowers); for tf.nn.l2_loss(x), write "
+               "tf.reduce_sum(tf.square(x)) / 2"),
+}
 
 
 def lowered_types() -> list[str]:
     """Every TF op type the lowering knows (function calls are inlined: graph_ir/lowering/inline.py)."""
-    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS})
+    return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS, *CHECKED_WHEN_LOWERING})
+
+
+def check_assert(node, condition) -> None:
+    """TF's Assert (tf.debugging.assert_*, tf.nn.compute_average_loss's check of its batch size), checked when
+    lowering: a condition known then (a Const, or folded into one: shapes are static) that holds everywhere is the
+    same check at every run, passed, so the Assert becomes nothing; one that fails is a LoweringError (TF would
+    refuse every run). A condition computed from the step's data is refused: GE's Assert would check it while the
+    step runs, and graph_ir cannot refuse the step then before any variable is written, while dropping the check
+    would run a step TF refuses."""
+    where = f"TF op Assert (node {node.name!r})"
+    value = condition.node.attrs["value"] if condition.node.type == "Const" else None
+    if value is None:
+        raise LoweringError(
+            f"cannot lower {where}: its condition depends on the step's data, and a GE graph here cannot check it "
+            "while the step runs and refuse the step before any variable is written (dropping the check would run "
+            "steps TF refuses); remove the assertion from the step (tf.debugging.assert_* / tf.Assert on tensors), "
+            "or check the data before the step")
+    if not np.all(value):
+        raise LoweringError(f"cannot lower {where}: its condition is false whatever the step's data (TF refuses "
+                            "every run of this step with InvalidArgumentError)")
 
 
 def refusal(op: str, node: str, stateful: bool) -> str:
@@ -69,6 +101,7 @@ def refusal(op: str, node: str, stateful: bool) -> str:
     if op in _DATA_DEPENDENT:
         return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
     kind = "stateful " if stateful else ""
+    hint = f"; {REWRITES[op]}" if op in REWRITES else ""
     return (f"cannot lower {kind}{where} to GE IR: the lowering has no mapping for it (`python -m graph_ir ops` "
             f"lists the {len(lowered_types())} it has; graph_ir.missing_ops(fn, *args) lists every op of a step "
-            "that has none)")
+            f"that has none){hint}")

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 
 from graph_ir.errors import LoweringError
-from graph_ir.lowering.ops.common import count, maps_to, same, tf_attr
-from graph_ir.nodes import Handle, Node
+from graph_ir.lowering.ops import dynamic_slice
+from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes, tf_attr
 
 
 def _shapes(of: Callable) -> Callable:
@@ -21,17 +21,6 @@ def _shapes(of: Callable) -> Callable:
         return [ctx.const(np.asarray(v, dtype), f"output_{k}" if k else "") for k, v in enumerate(values)]
 
     return lower
-
-
-@maps_to("Tile")
-def _tile(ctx, node, inputs):
-    """GE's Tile (its REG_OP: BasicType) takes no bool: a bool x is tiled as uint8 between Casts (exact)."""
-    x, multiples = inputs
-    if x.dtype.name != "bool":
-        return ctx.add("Tile", [x, multiples])
-    as_bytes = _first(ctx.add("Cast", [x], {"dst_type": "uint8"}, suffix="uint8"))
-    tiled = _first(ctx.add("Tile", [as_bytes, multiples], suffix="tile"))
-    return ctx.add("Cast", [tiled], {"dst_type": "bool"})
 
 
 @maps_to("ExpandDims")
@@ -51,11 +40,6 @@ def _expand_dims(ctx, node, inputs):
     return ctx.add("Reshape", [x, ctx.const(np.asarray(shape, np.int64), "shape")])
 
 
-def _first(result) -> Handle:
-    """The first output of what ctx.add returned (a node, or the Consts it was folded into)."""
-    return result.output(0) if isinstance(result, Node) else result[0]
-
-
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
 
 LOWERINGS = {
@@ -67,8 +51,8 @@ LOWERINGS = {
     "Reshape": same("Reshape"),
     "ExpandDims": _expand_dims,
     "Squeeze": same("Squeeze", axis="squeeze_dims"),
-    "Tile": _tile,
-    "Transpose": same("Transpose"),
+    "Tile": same_bool_as_bytes("Tile"),
+    "Transpose": same_bool_as_bytes("Transpose"),
     "BroadcastTo": same("BroadcastTo"),
     "Range": same("Range"),
     "Fill": same("Fill"),
@@ -77,7 +61,7 @@ LOWERINGS = {
     "Empty": same("Empty", dtype="dtype", init="init"),
     "ConcatV2": same("ConcatV2", N=count),
     "Pack": same("Pack", axis="axis", N=count),
-    "GatherV2": same("GatherV2", batch_dims="batch_dims"),
-    "StridedSlice": same("StridedSlice", **_MASKS),
+    "GatherV2": same_bool_as_bytes("GatherV2", batch_dims="batch_dims"),
+    "StridedSlice": dynamic_slice.strided_slice,
     "UnsortedSegmentSum": same("UnsortedSegmentSum"),
 }

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from graph_ir.dtypes import from_tf
 from graph_ir.lowering.capture import attr_value
+from graph_ir.nodes import Handle, Node
 
 
 def tf_attr(node, name: str, default=None):
@@ -47,6 +48,31 @@ def same(ge_type: str, **attrs: Callable | str) -> Callable:
         return ctx.add(ge_type, inputs, values)
 
     return lower
+
+
+def same_bool_as_bytes(ge_type: str, data: tuple[int, ...] = (0,), **attrs: Callable | str) -> Callable:
+    """`same(ge_type, **attrs)` for a GE op whose REG_OP takes no bool at the data inputs `data` (BasicType:
+    StridedSlice, Slice, Transpose, GatherV2, Tile, SelectV2's then/else) though TF's kernel moves bool tensors
+    (masks): bool inputs go through the op as uint8 between Casts, which is exact (the op only moves elements; a
+    bool is one byte, 0 or 1, and Cast maps it to uint8 0/1 and back)."""
+    plain = same(ge_type, **attrs)
+
+    @maps_to(ge_type)
+    def lower(ctx, node, inputs):
+        if not any(k < len(inputs) and inputs[k].dtype.name == "bool" for k in data):
+            return plain(ctx, node, inputs)
+        values = {k: (tf_attr(node, v) if isinstance(v, str) else v(node)) for k, v in attrs.items()}
+        as_bytes = [first(ctx.add("Cast", [h], {"dst_type": "uint8"}, suffix=f"uint8_{k}"))
+                    if k in data and h.dtype.name == "bool" else h for k, h in enumerate(inputs)]
+        moved = first(ctx.add(ge_type, as_bytes, values, suffix="bytes"))
+        return ctx.add("Cast", [moved], {"dst_type": "bool"})
+
+    return lower
+
+
+def first(result) -> Handle:
+    """The first output of what ctx.add returned (a node, or the Consts it was folded into)."""
+    return result.output(0) if isinstance(result, Node) else result[0]
 
 
 def count(node) -> int:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from graph_ir.errors import LoweringError
 from graph_ir.lowering.ops.activation import _output, in_float32
-from graph_ir.lowering.ops.common import count, maps_to, same
+from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes
 
 _EXP_LOG = {"base": lambda node: -1.0, "scale": lambda node: 1.0, "shift": lambda node: 0.0}
 _SAME_NAME = ("Add", "Sub", "Mul", "RealDiv", "Pow", "FloorMod", "FloorDiv", "DivNoNan",
               "Cos", "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs",
               "Sigmoid", "Tanh", "ReluGrad", "SigmoidGrad", "TanhGrad", "RsqrtGrad", "Less",
-              "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SelectV2", "SqrtGrad",
+              "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SqrtGrad",
               "L2Loss")
 
 
@@ -62,6 +62,7 @@ LOWERINGS = {
     **{t: in_float32(t) for t in ("Maximum", "Minimum", "Sign", "Floor")},
     "Erf": in_float32("Erf"),
     "Erfc": in_float32("Erfc"),
+    "SelectV2": same_bool_as_bytes("SelectV2", (1, 2)),  # bool then/else as uint8: GE's SelectV2 declares no bool
     "Exp": same("Exp", **_EXP_LOG),
     "Log": same("Log", **_EXP_LOG),
     "AddN": same("AddN", N=count),

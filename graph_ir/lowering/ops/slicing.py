@@ -6,12 +6,13 @@ reverse, StridedSliceGrad's masks). TF's shape-like inputs (paddings, sizes, axe
 
 from __future__ import annotations
 
-from graph_ir.lowering.ops.common import count, same
+from graph_ir.lowering.ops.common import count, same, same_bool_as_bytes
 
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
 
 LOWERINGS = {
-    **{t: same(t) for t in ("Pad", "PadV2", "Slice", "InvertPermutation", "GatherNd", "ScatterNd",
+    "Slice": same_bool_as_bytes("Slice"),
+    **{t: same(t) for t in ("Pad", "PadV2", "InvertPermutation", "GatherNd", "ScatterNd",
                             "TensorScatterUpdate", "ReverseV2")},
     "MirrorPad": same("MirrorPad", mode="mode"),
     "MirrorPadGrad": same("MirrorPadGrad", mode="mode"),

@@ -1,0 +1,148 @@
+"""TF's StridedSlice with a begin (and end) computed in the step but a static result shape: the micro-batch slice
+`x[i * mb:(i + 1) * mb]` and the row `x[i]` inside a tf.range loop. GE's graphs here have static shapes, so the
+lowering must know each slice's size: it is end - begin whenever both are the same linear function of the computed
+values up to a constant (found by `linear`, over Const, Pack, Add/AddV2, Sub, Mul by a constant, Identity and integer
+Casts), 1 for a shrunk axis (`x[i]`), and the whole dim for a dim not sliced. Such a StridedSlice becomes GE Slice
+(x, offsets, size) with the offsets computed in the graph (its REG_OP takes them as a tensor), then a Reshape that
+drops the shrunk axes.
+
+At run time Slice refuses an offset out of range (offsets[k] < 0 or offsets[k] + size[k] > dim k) with an error
+naming the node, before writing anything of its output. Where TF's StridedSlice would clamp such a range, its
+result would have another shape than the graph's static one, so refusing is the only faithful answer; a negative
+computed begin (which TF counts from the end) is refused too rather than wrapped. Within range, Slice reads exactly
+the elements TF's StridedSlice reads. Strides other than 1, ellipsis and new-axis masks with a computed begin, and a
+size that is not a constant are refused when lowering, naming the node."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.errors import LoweringError
+from graph_ir.lowering.ops.common import first, maps_to, same_bool_as_bytes, tf_attr
+from graph_ir.nodes import Handle
+
+Form = dict  # {leaf key or 1: coefficient}: one component of an integer vector as a linear form
+_CONSTANT = 1
+_MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
+_STATIC = same_bool_as_bytes("StridedSlice", **_MASKS)
+
+
+def _length(h: Handle) -> int:
+    return 1 if h.shape in ((), (1,)) else int(np.prod(h.shape))
+
+
+def linear(h: Handle, depth: int = 0) -> list[Form]:
+    """Each component of the integer tensor `h` (rank 0 or 1) as a linear form over the values computed in the step
+    (leaves: (node name, output, component)) and the constant 1."""
+    node = h.node
+    if node.type == "Const":
+        return [{_CONSTANT: int(v)} for v in np.asarray(node.attrs["value"]).reshape(-1)]
+    ins = [i for i in node.inputs if i is not None]
+    if depth < 32 and node.type == "Pack" and all(_length(i) == 1 for i in ins) and h.shape == (len(ins),):
+        return [linear(i, depth + 1)[0] for i in ins]
+    if depth < 32 and (node.type == "Identity" or (node.type == "Cast" and h.dtype.name in ("int32", "int64")
+                                                   and ins[0].dtype.name in ("int32", "int64"))):
+        return linear(ins[0], depth + 1)
+    if depth < 32 and node.type in ("Add", "AddV2", "Sub", "Mul") and len(ins) == 2:
+        a, b = linear(ins[0], depth + 1), linear(ins[1], depth + 1)
+        if len(a) != len(b) and 1 not in (len(a), len(b)):
+            return _leaf(h)
+        n = max(len(a), len(b))
+        a, b = (a * n if len(a) == 1 else a), (b * n if len(b) == 1 else b)
+        if node.type == "Mul":
+            if all(set(f) <= {_CONSTANT} for f in b):
+                return [{k: v * g.get(_CONSTANT, 0) for k, v in f.items()} for f, g in zip(a, b)]
+            if all(set(f) <= {_CONSTANT} for f in a):
+                return [{k: v * f.get(_CONSTANT, 0) for k, v in g.items()} for f, g in zip(a, b)]
+            return _leaf(h)
+        sign = -1 if node.type == "Sub" else 1
+        return [{k: f.get(k, 0) + sign * g.get(k, 0) for k in {*f, *g}} for f, g in zip(a, b)]
+    return _leaf(h)
+
+
+def _leaf(h: Handle) -> list[Form]:
+    return [{(h.node.name, h.index, k): 1} for k in range(_length(h))]
+
+
+def _difference(end: Form, begin: Form) -> int | None:
+    """end - begin when it is a constant, else None."""
+    keys = {*end, *begin} - {_CONSTANT}
+    if any(end.get(k, 0) != begin.get(k, 0) for k in keys):
+        return None
+    return end.get(_CONSTANT, 0) - begin.get(_CONSTANT, 0)
+
+
+@maps_to("StridedSlice")
+def strided_slice(ctx, node, inputs):
+    """StridedSlice: GE StridedSlice when begin, end and strides are Consts, else GE Slice (module docstring)."""
+    if all(h.node.type == "Const" for h in inputs[1:]):
+        return _STATIC(ctx, node, inputs)
+    x, begin, end, strides = inputs
+    masks = {m: int(tf_attr(node, m, 0)) for m in _MASKS}
+
+    def refuse(why: str) -> LoweringError:
+        return LoweringError(f"TF StridedSlice {node.name!r}: its begin or end is computed in the step, {why}; GE "
+                             "graphs here have static shapes, so the slice's size must be known when lowering")
+
+    if masks["ellipsis_mask"] or masks["new_axis_mask"]:
+        raise refuse("and it uses an ellipsis or a new axis (lowered only with a constant begin and end)")
+    if strides.node.type != "Const" or np.any(np.asarray(strides.node.attrs["value"]) != 1):
+        raise refuse("and its strides are not all 1")
+    b_forms, e_forms = linear(begin), linear(end)
+    if not len(b_forms) == len(e_forms) <= len(x.shape):
+        raise refuse(f"and begin and end do not fit x of shape {list(x.shape)}")
+    offsets, sizes, shape = [], [], []
+    for k, dim in enumerate(x.shape):
+        bit = 1 << k
+        if k >= len(b_forms):
+            offsets.append({_CONSTANT: 0})
+            sizes.append(dim)
+            shape.append(dim)
+            continue
+        b = {_CONSTANT: 0} if masks["begin_mask"] & bit else b_forms[k]
+        e = {_CONSTANT: dim} if masks["end_mask"] & bit else e_forms[k]
+        if masks["shrink_axis_mask"] & bit:
+            b, e = b_forms[k], {**b_forms[k], _CONSTANT: b_forms[k].get(_CONSTANT, 0) + 1}
+        if set(b) <= {_CONSTANT} and set(e) <= {_CONSTANT}:  # this dim's range is constant: TF's own clamping
+            start, stop, _ = slice(b[_CONSTANT], e[_CONSTANT]).indices(dim)
+            if masks["shrink_axis_mask"] & bit:
+                if not -dim <= b[_CONSTANT] < dim:
+                    raise refuse(f"and its index {b[_CONSTANT]} of dim {k} is out of range [{-dim}, {dim})")
+                start, stop = b[_CONSTANT] % dim, b[_CONSTANT] % dim + 1
+            b, size = {_CONSTANT: start}, max(stop - start, 0)
+        else:
+            size = _difference(e, b)
+            if size is None:
+                raise refuse(f"and the size of dim {k} (end - begin) is not a constant")
+            size = max(size, 0)
+        offsets.append(b)
+        sizes.append(size)
+        if not masks["shrink_axis_mask"] & bit:
+            shape.append(size)
+    return _slice(ctx, x, begin, offsets, sizes, shape)
+
+
+def _slice(ctx, x: Handle, begin: Handle, offsets: list[Form], sizes: list[int],
+           shape: list[int]):
+    """Slice(x, offsets, sizes) then a Reshape to `shape`: each computed offset is read off `begin` (its component
+    is the same form), a constant one is a Const."""
+    dtype = begin.dtype.numpy
+    parts = []
+    for k, form in enumerate(offsets):
+        if set(form) <= {_CONSTANT}:
+            parts.append(ctx.const(np.asarray(form.get(_CONSTANT, 0), dtype), f"offset_{k}"))
+            continue
+        index = k  # a computed offset is begin's own component k (begin_mask and shrinking keep it)
+        stop = ctx.const(np.asarray([index + 1], dtype), f"offset_{k}_stop")
+        start, one = ctx.const(np.asarray([index], dtype), f"offset_{k}_start"), ctx.const(np.asarray([1], dtype),
+                                                                                           f"offset_{k}_stride")
+        parts.append(first(ctx.add("StridedSlice", [begin, start, stop, one],
+                                   {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
+                                    "shrink_axis_mask": 1}, suffix=f"offset_{k}")))
+    packed = first(ctx.add("Pack", parts, {"axis": 0, "N": len(parts)}, suffix="offsets"))
+    size = ctx.const(np.asarray(sizes, dtype), "size")
+    moved = x if x.dtype.name != "bool" else first(ctx.add("Cast", [x], {"dst_type": "uint8"}, suffix="uint8"))
+    y = first(ctx.add("Slice", [moved, packed, size], suffix="slice"))
+    if x.dtype.name == "bool":
+        y = first(ctx.add("Cast", [y], {"dst_type": "bool"}, suffix="bool"))
+    return ctx.add("Reshape", [y, ctx.const(np.asarray(shape, np.int64), "shape")])
