@@ -14,6 +14,7 @@ from tensorflow.core.framework import types_pb2
 
 from graph_ir.errors import LoweringError
 from graph_ir.lowering import ops
+from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, MULTI_LOWERINGS
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
@@ -114,7 +115,6 @@ def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: An
     slice with, a dtype) as
     the op type and node the LoweringError names, with the error as its reason. So an empty answer means
     from_tensorflow lowers the step. Raises LoweringError for what cannot be traced."""
-    from graph_ir.lowering import from_tensorflow  # the package imports this module
 
     with lowering_errors("finding the missing ops"):
         step = prepare(fn, args, fetches, session, values=False)

@@ -170,7 +170,7 @@ CASES: dict[str, Case] = {
     "Resizing": Case(lambda: layers.Resizing(4, 4), "image"),
     "CenterCrop": Case(lambda: layers.CenterCrop(4, 4), "image"),
     "Discretization": Case(lambda x: layers.Embedding(4, 2)(layers.Discretization([-0.5, 0.0, 0.5])(x)),
-                           "vector", "model", **_no_mapping("Bucketize", "the bins")),
+                           "vector", "model"),
     "CategoryEncoding": Case(lambda: layers.CategoryEncoding(8, output_mode="multi_hot"), "tokens",
                              **_no_mapping("DenseBincount", "counting the tokens")),
     "Hashing": Case(lambda x: layers.Embedding(4, 2)(layers.Hashing(4)(x)), "tokens", "model",
