@@ -14,7 +14,7 @@ from tests.helpers import train_steps
 
 OPS = {"TensorScatterAdd": tf.tensor_scatter_nd_add, "TensorScatterSub": tf.tensor_scatter_nd_sub,
        "TensorScatterMax": tf.tensor_scatter_nd_max, "TensorScatterMin": tf.tensor_scatter_nd_min}
-TESTED = tuple(OPS)  # bitwise, each (tests/graph_ir/test_family_ops.py PER_OP_TESTS)
+TESTED = (*OPS, "XlaDynamicUpdateSlice")  # bitwise, each (tests/graph_ir/test_family_ops.py PER_OP_TESTS)
 
 
 def _values(rng, shape, dtype):
@@ -80,3 +80,29 @@ def test_scatter_add_gradient_in_a_step(tmp_path):
         step, [tf.TensorSpec((3, 3), tf.float32)], lambda k: [rng.standard_normal((3, 3)).astype(np.float32)],
         [table], str(tmp_path), steps=3)
     assert loss <= 1e-5 and max(differences.values()) <= 1e-5, (loss, differences)
+
+
+@pytest.mark.parametrize("start", [(1, 1, 0), (3, 4, 0), (-2, 0, 1), (0, 2, 9), (0, 0, 0)])
+def test_xla_dynamic_update_slice_with_known_starts(start):
+    """keras.ops.slice_update's op: the start clamped into the input as XLA clamps it, bitwise (NaN, -0.0)."""
+    from tensorflow.compiler.tf2xla.python import xla
+
+    rng = np.random.default_rng(83)
+    x, update = _values(rng, (4, 5, 2), "float32"), _values(rng, (2, 3, 2), "float32")
+    fn = tf.function(lambda x, u: xla.dynamic_update_slice(x, u, tf.constant(start)))
+    graph = graph_ir.from_tensorflow(fn, tf.TensorSpec(x.shape, tf.float32), tf.TensorSpec(update.shape, tf.float32))
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    (got,) = session.run_graph(0, [x, update])
+    want = fn(x, update).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_xla_dynamic_update_slice_with_computed_starts_is_refused():
+    from tensorflow.compiler.tf2xla.python import xla
+
+    fn = tf.function(lambda x, u, i: xla.dynamic_update_slice(x, u, i))
+    with pytest.raises(graph_ir.LoweringError, match="XlaDynamicUpdateSlice .*start indices are computed"):
+        graph_ir.from_tensorflow(fn, tf.TensorSpec((4, 5), tf.float32), tf.TensorSpec((2, 3), tf.float32),
+                                 tf.TensorSpec((2,), tf.int32))

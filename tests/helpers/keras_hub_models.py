@@ -37,6 +37,10 @@ OWN = {
     "CSPNet": {"image_shape": IMAGE, "stem_filters": 8, "stem_kernel_size": 3, "stem_strides": 2,
                "stackwise_depth": [1, 1], "stackwise_strides": [2, 2], "stackwise_num_filters": [8, 16],
                "block_type": "bottleneck_block", "stage_type": "dark"},
+    "Gemma3": {"vocabulary_size": 64, "image_size": 16, "num_layers": 1, "num_query_heads": 2,
+               "num_key_value_heads": 1, "hidden_dim": 16, "intermediate_dim": 32, "head_dim": 8},  # text only
+    "SwinTransformer": {"image_shape": IMAGE, "embed_dim": 8, "depths": [2, 2], "num_heads": [1, 2],
+                        "window_size": 4, "patch_size": 4},  # depth 2: shifted windows (Roll, slice updates)
     "MiT": {"image_shape": IMAGE, "layerwise_depths": [1, 1], "num_layers": 2, "layerwise_num_heads": [1, 2],
             "layerwise_sr_ratios": [2, 1], "max_drop_path_rate": 0.0, "layerwise_patch_sizes": [7, 3],
             "layerwise_strides": [4, 2], "hidden_dims": [8, 16]},
