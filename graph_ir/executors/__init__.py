@@ -31,14 +31,14 @@ from graph_ir.executors import (
     tensorlist,
     trig,
 )
-from graph_ir.executors.common import Executor
+from graph_ir.executors.common import Executor, c_ordered
 from graph_ir.nodes import Node
 
 
 def _power_sign(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     var, m, lr, logbase, sign_decay, beta, grad = args
     # The kernels read C-ordered buffers; a computed gradient may come in another order (no copy when it is C).
-    kernels.lean_power_sign(var, m, np.ascontiguousarray(grad), lr, logbase, sign_decay, beta)
+    kernels.lean_power_sign(var, m, c_ordered(grad), lr, logbase, sign_decay, beta)
     return [var, m]
 
 
@@ -46,7 +46,7 @@ def _fused_ema_adam(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """Through the kernels' lean path: the node's attributes checked once per distinct set (cached by type and
     value: True and 1 are different keys)."""
     grad, var, m, v, s, step = args
-    grad = np.ascontiguousarray(grad)  # as _power_sign
+    grad = c_ordered(grad)  # as _power_sign
     attrs = tuple((name, type(value), value) for name, value in node.attrs.items())
     try:
         hash(attrs)

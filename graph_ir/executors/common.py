@@ -12,6 +12,11 @@ from graph_ir.nodes import Node
 Executor = Callable[[Node, list[np.ndarray]], list[np.ndarray]]
 
 
+def c_ordered(x: np.ndarray) -> np.ndarray:
+    """x in C order, copied only when it is not (np.ascontiguousarray would also make a 0-d array 1-d)."""
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
 def at_dtype(node: Node, k: int, value) -> np.ndarray:
     """A result as an array of the node's output dtype (NumPy turns 0-d results into scalars)."""
     return np.asarray(value, dtype=node.output_descs[k].dtype.numpy)

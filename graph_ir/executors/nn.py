@@ -11,7 +11,7 @@ import numpy as np
 
 from graph_ir.errors import GraphError
 from graph_ir.executors import threads
-from graph_ir.executors.common import at_dtype, wide
+from graph_ir.executors.common import at_dtype, c_ordered, wide
 from graph_ir.executors.reduce import accumulator, accurate_sum
 from graph_ir.nodes import Node
 from graph_ir.opset.nn import channel_axis, parse_einsum
@@ -35,7 +35,7 @@ def _einsum(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         y = np.einsum(f"{','.join(terms)}->{out}", *[wide(a) for a in args], optimize=True)
     # C order: np.einsum may hand back its product in another axis order, which every later op would carry along
-    return [np.ascontiguousarray(at_dtype(node, 0, y))]
+    return [c_ordered(at_dtype(node, 0, y))]
 
 
 def _bias_add(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,4 +1,5 @@
-"""Losses from papers' code, each in a training step with FusedEmaAdam, K = 3 steps in the Session against TF:
+"""Losses and augmentations from papers' and tutorials' code, each in a training step with FusedEmaAdam, K = 3 steps
+in the Session against TF (stateless random flips at the end):
 CTC (tf.nn.ctc_loss: Empty, TensorScatterAdd, MatrixDiagV3 and a While whose body calls a function by name), and a Gaussian-process-style loss
 through a Cholesky factor (Cholesky, MatrixTriangularSolve and, in its gradient, MatrixBandPart and
 MatrixSetDiagV3)."""
@@ -72,3 +73,33 @@ def test_cholesky_loss_step(tmp_path):
 
     graph = _check(step, [tf.TensorSpec((4, 2), tf.float32)], batch, [factor, *optimizer.variables], str(tmp_path))
     assert graph.nodes_of_type("Cholesky") and graph.nodes_of_type("MatrixTriangularSolve")
+
+
+def test_stateless_random_flips_step(tmp_path):
+    """Augmentation inside the step as tutorials write it: tf.image.stateless_random_flip_left_right / _up_down with
+    a per-step seed (TF's Philox draws, then Round of a uniform: the flip decision), on a small CNN."""
+    keras.utils.set_random_seed(14)
+    model = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3), keras.layers.Flatten(),
+                              keras.layers.Dense(4)])
+    optimizer = FusedEmaAdam(1e-2)
+    optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y, seed):
+        x = tf.image.stateless_random_flip_left_right(x, seed)
+        x = tf.image.stateless_random_flip_up_down(x, seed + 1)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    rng = np.random.default_rng(15)
+    specs = [tf.TensorSpec((5, 6, 6, 2), tf.float32), tf.TensorSpec((5,), tf.int32), tf.TensorSpec((2,), tf.int32)]
+
+    def batch(k):
+        return [rng.standard_normal((5, 6, 6, 2)).astype(np.float32), rng.integers(0, 4, 5).astype(np.int32),
+                np.array([k + 3, 7 * k + 1], np.int32)]
+
+    graph = _check(step, specs, batch, [*model.variables, *optimizer.variables], str(tmp_path))
+    assert graph.nodes_of_type("Round")

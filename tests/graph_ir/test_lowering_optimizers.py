@@ -16,7 +16,7 @@ from tests.helpers.lowering import captured, run_side_by_side
 from tf_plugin import sign_decay
 from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
-SHAPES = ((5, 3), (7,))
+SHAPES = ((5, 3), (7,), ())  # a scalar too (a logit scale): its gradient reaches the kernels 0-d
 # Standard ops run in NumPy, TF's in Eigen: exp, cos and pow can round differently by an ulp, and the difference
 # carries through the K steps. The optimizer kernels themselves are the same code (bitwise).
 RTOL = 2e-6

@@ -47,8 +47,27 @@ OWN = {
 }
 
 
+# Models that are another backbone's configuration, or are built from parts.
+BUILT = {
+    # Gemma2: Gemma with post-norms, logit soft caps and sliding-window attention on alternate layers
+    "Gemma2": lambda: keras_hub.models.GemmaBackbone(
+        vocabulary_size=64, num_layers=2, num_query_heads=2, num_key_value_heads=1, hidden_dim=16, intermediate_dim=32,
+        head_dim=8, use_post_ffw_norm=True, use_post_attention_norm=True, attention_logit_soft_cap=50.0,
+        final_logit_soft_cap=30.0, use_sliding_window_attention=True, sliding_window_size=4),
+    "CLIP": lambda: keras_hub.models.CLIPBackbone(
+        vision_encoder=keras_hub.models.CLIPVisionEncoder(patch_size=8, hidden_dim=16, num_layers=1, num_heads=2,
+                                                          intermediate_dim=32, image_shape=IMAGE),
+        text_encoder=keras_hub.models.CLIPTextEncoder(vocabulary_size=64, embedding_dim=16, hidden_dim=16,
+                                                      num_layers=1, num_heads=2, intermediate_dim=32,
+                                                      max_sequence_length=LENGTH),
+        projection_dim=8),
+}
+
+
 def backbone(name: str) -> keras.Model:
-    """keras_hub.models.<name>Backbone at the sizes of OWN, or of SIZES."""
+    """keras_hub.models.<name>Backbone at the sizes of OWN, or of SIZES; BUILT's models."""
+    if name in BUILT:
+        return BUILT[name]()
     cls = getattr(keras_hub.models, f"{name}Backbone")
     if name in OWN:
         return cls(**OWN[name])
@@ -67,9 +86,15 @@ def classifier(name: str) -> tuple[keras.Model, list[str]]:
     inputs = {_name(i): keras.Input(tuple(LENGTH if d is None else d for d in i.shape[1:]), dtype=i.dtype,
                                     name=_name(i)) for i in body.inputs}
     features = body(inputs if len(inputs) > 1 else next(iter(inputs.values())))
-    if isinstance(features, dict):  # T5 and BART: the decoder's output, which reads the encoder's
+    if isinstance(features, dict) and ("sequence_output" in features or "decoder_sequence_output" in features):
+        # T5 and BART: the decoder's output, which reads the encoder's
         features = features.get("sequence_output", features.get("decoder_sequence_output"))
-    flat = keras.layers.Flatten(dtype="float32")(features)
+    if isinstance(features, dict):  # CLIP: each output's row means (its image-text logits are [batch, batch])
+        means = [keras.layers.Lambda(lambda t: keras.ops.mean(t, axis=-1, keepdims=True), dtype="float32")(features[k])
+                 for k in sorted(features)]
+        flat = keras.layers.Concatenate(dtype="float32")(means)
+    else:
+        flat = keras.layers.Flatten(dtype="float32")(features)
     return keras.Model(inputs, keras.layers.Dense(CLASSES, dtype="float32")(flat)), list(inputs)
 
 
