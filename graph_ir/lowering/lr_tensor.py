@@ -47,11 +47,8 @@ class _Builder:
                                    control_inputs=[*self.controls, *controls]).output(0)
 
     def const(self, suffix: str, value: Any, dtype: Any = np.float32) -> Handle:
-        return self.op_const(suffix, np.asarray(value, dtype=dtype))
-
-    def op_const(self, suffix: str, value: np.ndarray) -> Handle:
-        return self.graph.add_node("Const", (), {"value": value}, name=f"{self.name}/{suffix}",
-                                   control_inputs=self.controls).output(0)
+        return self.graph.add_node("Const", (), {"value": np.asarray(value, dtype=dtype)},
+                                   name=f"{self.name}/{suffix}", control_inputs=self.controls).output(0)
 
     def scalar(self, suffix: str, h: Handle) -> Handle:
         """h (one element) as a rank-0 tensor."""
