@@ -5,7 +5,12 @@ VARIANT (GE DT_VARIANT, TF DT_VARIANT) is the dtype of TensorList handles: a var
 value is a Python object (an immutable graph_ir.executors.tensorlist.TensorList) in a 0-d NumPy object array. It is
 not in BY_NAME (so not among the dtypes every op takes, registry.ALL_DTYPES): only the ops that pass or build
 TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the TensorList executors bound a
-list's growth themselves."""
+list's growth themselves.
+
+COMPLEX64 (GE DT_COMPLEX64, TF DT_COMPLEX64) is not in BY_NAME either: a lowered step holds complex tensors only
+between the ops that declare it (the FFT family, graph_ir/opset/fft.py, and the arithmetic CANN declares for it); graph
+inputs, Variables and Consts stay real (CANN's Const and Variable declare no complex type: a complex constant is a GE
+Complex of two float32 Consts)."""
 
 from __future__ import annotations
 
@@ -49,10 +54,11 @@ _ALL = [
 ]
 BY_NAME = {d.name: d for d in _ALL}
 VARIANT = DType("variant", np.object_, ge=26, proto=26, tf=21)
+COMPLEX64 = DType("complex64", np.complex64, ge=16, proto=16, tf=8)
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bf16": "bfloat16"}
-_BY_PROTO = {d.proto: d for d in (*_ALL, VARIANT)}
-_BY_GE = {d.ge: d for d in _ALL}  # attributes (element_dtype, dst_type) never name the variant type
-_BY_TF = {d.tf: d for d in (*_ALL, VARIANT)}
+_BY_PROTO = {d.proto: d for d in (*_ALL, VARIANT, COMPLEX64)}
+_BY_GE = {d.ge: d for d in (*_ALL, COMPLEX64)}  # attributes (element_dtype, dst_type) never name the variant type
+_BY_TF = {d.tf: d for d in (*_ALL, VARIANT, COMPLEX64)}
 
 
 def as_dtype(value: Any) -> DType:
@@ -70,6 +76,8 @@ def as_dtype(value: Any) -> DType:
         except TypeError:
             name = None
     name = _ALIASES.get(name, name)
+    if name == "complex64":
+        return COMPLEX64
     if name not in BY_NAME:
         raise TypeError(f"unsupported dtype {value!r}; expected one of {', '.join(BY_NAME)}")
     return BY_NAME[name]

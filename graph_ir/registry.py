@@ -17,6 +17,7 @@ from graph_ir.errors import GraphError
 
 ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
 WITH_VARIANT = (*ALL_DTYPES, "variant")  # what passes TensorList handles on: graph inputs and outputs, Identity
+COMPLEX = ("complex64",)  # the one complex dtype: only on the ops declared with it (graph_ir/dtypes.py COMPLEX64)
 
 # How a node's output descs are known (graph_ir/output_rules.py has one rule per name):
 #   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
@@ -144,7 +145,8 @@ register(_from_signature(op_spec.FUSED_EMA_ADAM,
                          "Adam/AdamW fused with an EMA of the weights, in place on var, m, v, s (CANN ApplyFusedEmaAdam)."))
 
 # Plumbing (CANN array_ops.h / state_ops.h; NetOutput is GE-internal).
-register(IrOp("Data", (IrInput("x", WITH_VARIANT, optional=True),), (IrOutput("y", WITH_VARIANT),),
+register(IrOp("Data", (IrInput("x", (*WITH_VARIANT, *COMPLEX), optional=True),),
+              (IrOutput("y", (*WITH_VARIANT, *COMPLEX)),),
               (IrAttr("index", "int", 0, minimum=0),), outputs_from="given", doc="A graph input, fed by position `index`."))
 register(IrOp("RefData", (IrInput("x", ALL_DTYPES, optional=True),), (IrOutput("y", ALL_DTYPES),),
               (IrAttr("index", "int", 0, minimum=0),), outputs_from="given",
@@ -157,15 +159,17 @@ register(IrOp("Const", (), (IrOutput("y", ALL_DTYPES),), (IrAttr("value", "tenso
               outputs_from="value", doc="A constant tensor."))
 # Identity keeps bfloat16 (ops-math identity_proto.h declares x, y ALL; the released hdr list has no bfloat16): the
 # lowering reads bfloat16 resource variables through it. tests/graph_ir/test_reg_ops.py lists this exception.
-register(IrOp("Identity", (IrInput("x", WITH_VARIANT),), (IrOutput("y", WITH_VARIANT),), outputs_from="same",
+register(IrOp("Identity", (IrInput("x", (*WITH_VARIANT, *COMPLEX)),), (IrOutput("y", (*WITH_VARIANT, *COMPLEX)),),
+              outputs_from="same",
               same_dtype=("x",), doc="y = x (a snapshot of x when it runs)."))
-register(IrOp("Cast", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ALL_DTYPES),),
+register(IrOp("Cast", (IrInput("x", (*ALL_DTYPES, *COMPLEX)),), (IrOutput("y", (*ALL_DTYPES, *COMPLEX)),),
               (IrAttr("dst_type", "dtype_int", required=True),), outputs_from="cast",
               doc="y = x converted to dst_type (round to nearest even for floats)."))
-register(IrOp("Reshape", (IrInput("x", ALL_DTYPES), IrInput("shape", ("int32", "int64"))), (IrOutput("y", ALL_DTYPES),),
+register(IrOp("Reshape", (IrInput("x", (*ALL_DTYPES, *COMPLEX)), IrInput("shape", ("int32", "int64"))),
+              (IrOutput("y", (*ALL_DTYPES, *COMPLEX)),),
               (IrAttr("axis", "int", 0), IrAttr("num_axes", "int", -1)), outputs_from="reshape",
               doc="y = x with the given shape."))
-register(IrOp("NetOutput", (IrInput("x", WITH_VARIANT, dynamic=True),), (), outputs_from="none",
+register(IrOp("NetOutput", (IrInput("x", (*WITH_VARIANT, *COMPLEX), dynamic=True),), (), outputs_from="none",
               doc="The graph's outputs, in order."))
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")

@@ -16,6 +16,8 @@ from graph_ir.executors import (
     checks,
     conv,
     depthwise,
+    fft,
+    image,
     linalg,
     logic,
     math,
@@ -81,7 +83,9 @@ EXECUTORS: dict[str, Executor] = {
     "InplaceApplyPowerSign": _power_sign,
     "ApplyFusedEmaAdam": _fused_ema_adam,
     "Identity": _identity,
-    "Cast": lambda node, args: [args[0].astype(node.attrs["dst_type"].numpy)],
+    # From complex64 to a real dtype: the real part, as TF's Cast (NumPy would warn, then do the same).
+    "Cast": lambda node, args: [(args[0].real if args[0].dtype.kind == "c" and node.attrs["dst_type"].name != "complex64"
+                                 else args[0]).astype(node.attrs["dst_type"].numpy)],
     "Reshape": lambda node, args: [args[0].reshape(node.output_descs[0].shape)],
     "Empty": lambda node, args: [np.zeros(node.output_descs[0].shape, node.output_descs[0].dtype.numpy)],
     **math.EXECUTORS,
@@ -98,6 +102,8 @@ EXECUTORS: dict[str, Executor] = {
     **resize.EXECUTORS,
     **random.EXECUTORS,
     **tensorlist.EXECUTORS,
+    **fft.EXECUTORS,
+    **image.EXECUTORS,
     **checks.EXECUTORS,
     **segment.EXECUTORS,
     **linalg.EXECUTORS,

@@ -10,7 +10,13 @@ import numpy as np
 from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype
 from graph_ir.nodes import Node
-from graph_ir.opset.array import broadcast_gradient_args, gather_dims, strided_slice_index, transpose_perm
+from graph_ir.opset.array import (
+    broadcast_args,
+    broadcast_gradient_args,
+    gather_dims,
+    strided_slice_index,
+    transpose_perm,
+)
 from graph_ir.opset.ranges import range_values
 
 
@@ -26,6 +32,11 @@ def _shape_n(node: Node, args) -> list[np.ndarray]:
 def _broadcast_gradient_args(node: Node, args) -> list[np.ndarray]:
     r0, r1 = broadcast_gradient_args(node.op, node.name, args[0].reshape(-1).tolist(), args[1].reshape(-1).tolist())
     return [at_dtype(node, 0, r0), at_dtype(node, 1, r1)]
+
+
+def _broadcast_args(node: Node, args) -> list[np.ndarray]:
+    return [at_dtype(node, 0, broadcast_args(node.op, node.name, args[0].reshape(-1).tolist(),
+                                             args[1].reshape(-1).tolist()))]
 
 
 def _reshaped(node: Node, args) -> list[np.ndarray]:
@@ -95,6 +106,7 @@ EXECUTORS = {
     "Size": _shape,
     "ShapeN": _shape_n,
     "BroadcastGradientArgs": _broadcast_gradient_args,
+    "BroadcastArgs": _broadcast_args,
     "ExpandDims": _reshaped,
     "Squeeze": _reshaped,
     "Tile": lambda node, args: [np.tile(args[0], args[1].reshape(-1).tolist())],

@@ -115,7 +115,8 @@ class LoweringContext:
         foldable = node.type in SHAPE_ONLY or (
             node.type in EXECUTORS and node.type not in _NEVER_FOLDED and not node.op.refs
             and all(h.node.type == "Const" and h.desc.num_elements <= FOLD_LIMIT for h in given))
-        if not foldable or any(d.num_elements > FOLD_LIMIT for d in node.output_descs):
+        # Complex results stay GE nodes: CANN's Const declares no complex type (graph_ir/dtypes.py COMPLEX64).
+        if not foldable or any(d.num_elements > FOLD_LIMIT or d.dtype.name == "complex64" for d in node.output_descs):
             return node
         args = [None if node.type in SHAPE_ONLY else h.node.attrs["value"] for h in given]
         values = EXECUTORS[node.type](node, args)

@@ -11,6 +11,8 @@ from graph_ir.opset import (
            conv,
            depthwise,
            empty,
+           fft,
+           image,
            linalg,
            logic,
            math,
@@ -27,6 +29,6 @@ from graph_ir.opset import (
            trig,
 )
 
-__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "linalg", "logic",
+__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "fft", "image", "linalg", "logic",
            "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist",
            "trig"]

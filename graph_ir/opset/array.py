@@ -11,7 +11,7 @@ from graph_ir.dtypes import from_ge
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
 from graph_ir.opset.ranges import range_length
-from graph_ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.registry import ALL_DTYPES, COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
 from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_scalar, const_value
 
 BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
@@ -84,6 +84,22 @@ def broadcast_gradient_args(op: IrOp, node: str, s0: list[int], s1: list[int]) -
     return r0, r1
 
 
+def broadcast_args(op: IrOp, node: str, s0: list[int], s1: list[int]) -> list[int]:
+    """The shape two shapes broadcast to (TF's BroadcastArgs: tf.broadcast_dynamic_shape, tf.linspace)."""
+    broadcast_gradient_args(op, node, s0, s1)  # refuses shapes that do not broadcast
+    rank = max(len(s0), len(s1))
+    a, b = [1] * (rank - len(s0)) + list(s0), [1] * (rank - len(s1)) + list(s1)
+    return [y if x == 1 else x for x, y in zip(a, b)]
+
+
+def _broadcast_args(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    s0, s1 = (const_dims(op, node, h, name) for h, name in zip(inputs, ("x1", "x2")))
+    return [TensorDesc("y", inputs[0].dtype, (len(broadcast_args(op, node, s0, s1)),))]
+
+
+register(IrOp("BroadcastArgs", (IrInput("x1", INDICES), IrInput("x2", INDICES)), (IrOutput("y", INDICES),),
+              outputs_from="infer", infer=_broadcast_args, same_dtype=("x1", "x2"),
+              doc="y = the shape x1 and x2 broadcast to (Const shapes)."))
 register(IrOp("BroadcastGradientArgs", (IrInput("x1", INDICES), IrInput("x2", INDICES)),
               (IrOutput("y1", INDICES), IrOutput("y2", INDICES)), outputs_from="infer", infer=_broadcast_gradient_args,
               same_dtype=("x1", "x2"), doc="y1, y2 = the axes to reduce each input's gradient over (Const shapes)."))
@@ -255,8 +271,8 @@ for _op in (
           IrAttr("negative_index_support", "bool", False)), outputs_from="infer", infer=_gather,
          doc="y = the slices of x at `indices` along `axis`, per batch of the first batch_dims axes (an index out of "
              "range is an error, as on TF's CPU)."),
-    IrOp("StridedSlice", (IrInput("x", BASIC), IrInput("begin", INDICES), IrInput("end", INDICES),
-                          IrInput("strides", INDICES)), (IrOutput("y", BASIC),), _MASKS, outputs_from="infer",
+    IrOp("StridedSlice", (IrInput("x", (*BASIC, *COMPLEX)), IrInput("begin", INDICES), IrInput("end", INDICES),
+                          IrInput("strides", INDICES)), (IrOutput("y", (*BASIC, *COMPLEX)),), _MASKS, outputs_from="infer",
          infer=_strided_slice, doc="y = x[begin:end:strides] with TF's masks."),
     IrOp("UnsortedSegmentSum", (IrInput("x", BASIC), IrInput("segment_ids", INDICES),
                                 IrInput("num_segments", INDICES)), (IrOutput("y", BASIC),),

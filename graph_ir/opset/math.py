@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
-from graph_ir.registry import ALL_DTYPES, FLOATS, REALS, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.registry import ALL_DTYPES, COMPLEX, FLOATS, REALS, IrAttr, IrInput, IrOp, IrOutput, register
 from graph_ir.verify import const_value
 
 NUMBERS = REALS  # CANN's NumberType, less the complex and quantized types graph_ir does not hold
@@ -15,14 +15,15 @@ FLOATING = ("float16", "float32", "float64")  # CANN's FloatingDataType (no bflo
 
 _INTS = ("int8", "int16", "int32", "int64")
 _WIDE = ("float16", "float32", "float64", "int32", "int64")  # the older REG_OPs' common list (no bfloat16)
-_BINARY = {"Add": (*FLOATS, *_INTS, "uint8"), "AddV2": ("float16", "float32", "float64", *_INTS, "uint8"),
-           "Sub": REALS, "Mul": REALS, "RealDiv": REALS, "Maximum": _WIDE, "Minimum": _WIDE,
+# complex64 where CANN declares it and a step needs it (the FFT family's gradients, graph_ir/opset/fft.py)
+_BINARY = {"Add": (*FLOATS, *_INTS, "uint8", *COMPLEX), "AddV2": ("float16", "float32", "float64", *_INTS, "uint8", *COMPLEX),
+           "Sub": (*REALS, *COMPLEX), "Mul": (*REALS, *COMPLEX), "RealDiv": (*REALS, *COMPLEX), "Maximum": _WIDE, "Minimum": _WIDE,
            "Pow": (*FLOATS, "int8", "int32", "int64", "uint8"),
            "FloorMod": _WIDE, "FloorDiv": REALS,
            "DivNoNan": ("float32", "float16", "float64", "int32", "int8", "uint8"),
            "SquaredDifference": _WIDE}
 _UNARY = {"Exp": FLOATS, "Log": FLOATS, "Cos": FLOATS, "Sin": FLOATS, "Sqrt": FLOATS, "Rsqrt": FLOATS,
-          "Square": (*FLOATS, "int32", "int64"), "Neg": (*FLOATS, "int32", "int64"), "Abs": (*FLOATS, *_INTS),
+          "Square": (*FLOATS, "int32", "int64"), "Neg": (*FLOATS, "int32", "int64", *COMPLEX), "Abs": (*FLOATS, *_INTS),
           "Sign": _WIDE, "Floor": FLOATING,
           "Relu": ("float32", "float16", "float64", "int8", "int32", "int16", "int64", "uint8", "uint16"),
           "Sigmoid": UNARY_FLOATS, "Tanh": UNARY_FLOATS, "Erf": FLOATING, "Erfc": FLOATING,
@@ -57,7 +58,7 @@ for _type, _dtypes in _COMPARE.items():
 register(IrOp("Select", (IrInput("condition", ("bool",)), IrInput("x1", ALL_DTYPES), IrInput("x2", ALL_DTYPES)),
               (IrOutput("y", ALL_DTYPES),), outputs_from="select", same_dtype=("x1", "x2"),
               doc="y = x1 where condition else x2."))
-_BASIC = tuple(d for d in ALL_DTYPES if d != "bool")
+_BASIC = (*(d for d in ALL_DTYPES if d != "bool"), *COMPLEX)
 register(IrOp("SelectV2", (IrInput("condition", ("bool",)), IrInput("then", _BASIC), IrInput("else", _BASIC)),
               (IrOutput("result", _BASIC),), outputs_from="select", same_dtype=("then", "else"),
               doc="result = then where condition else else, all three broadcast."))
@@ -72,7 +73,7 @@ def _add_n(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     return [TensorDesc("y", first.dtype, first.shape)]
 
 
-register(IrOp("AddN", (IrInput("x", NUMBERS, dynamic=True),), (IrOutput("y", NUMBERS),),
+register(IrOp("AddN", (IrInput("x", (*NUMBERS, *COMPLEX), dynamic=True),), (IrOutput("y", (*NUMBERS, *COMPLEX)),),
               (IrAttr("N", "int", required=True, minimum=1),), outputs_from="infer", infer=_add_n,
               doc="y = x0 + x1 + ... (N tensors of one shape)."))
 

@@ -12,7 +12,7 @@ import numpy as np
 from graph_ir.errors import GraphError
 from graph_ir.nodes import TensorDesc
 from graph_ir.opset.array import BASIC, WITH_BOOL, strided_slice_index
-from graph_ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.registry import COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
 from graph_ir.verify import check_shape, const_dims, const_value
 
 # CANN's explicit lists, as far as graph_ir holds their dtypes (no bfloat16, uint32 or uint64 there).
@@ -185,7 +185,9 @@ def _cumsum(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 _MASKS = tuple(IrAttr(f"{m}_mask", "int", 0) for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis"))
 _MODE = IrAttr("mode", "string", required=True)
 for _op in (
-    IrOp("Pad", (IrInput("x", BASIC), IrInput("paddings", INDICES)), (IrOutput("y", BASIC),), outputs_from="infer",
+    # complex64: tf.signal.irfft pads a short half-spectrum with Pad (CANN's Pad declares BasicType, complex among it)
+    IrOp("Pad", (IrInput("x", (*BASIC, *COMPLEX)), IrInput("paddings", INDICES)), (IrOutput("y", (*BASIC, *COMPLEX)),),
+         outputs_from="infer",
          infer=_pad, doc="y = x with paddings[k] = (before, after) zeros around dim k."),
     IrOp("PadV2", (IrInput("x", BASIC), IrInput("paddings", INDICES), IrInput("constant_values", BASIC, scalar=True)),
          (IrOutput("y", BASIC),), outputs_from="infer", infer=_pad, same_dtype=("x", "constant_values"),

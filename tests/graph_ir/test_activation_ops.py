@@ -161,6 +161,8 @@ def assert_matches(got: np.ndarray, want: np.ndarray, tolerance: float, what: st
     -0.0 alike) or NaN/inf at the same places and the finite elements within `tolerance` of the output's scale."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, got.shape, want.dtype, want.shape)
+    if got.dtype.kind == "c":  # complex: its real and imaginary parts side by side, judged as floats
+        got, want = (np.stack([x.real, x.imag], -1) for x in (got, want))
     if got.dtype.kind not in "fV":
         np.testing.assert_array_equal(got, want, err_msg=what)
         return

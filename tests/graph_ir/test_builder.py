@@ -162,7 +162,7 @@ def test_graph_input_and_variable_rules():
         with pytest.raises(GraphError, match="index must be an int >= 0"):
             graph_ir.Data(-1)
         with pytest.raises(TypeError, match="unsupported dtype"):
-            graph_ir.Data(3, "complex64")
+            graph_ir.Data(3, "complex128")
         graph_ir.Variable("w", np.ones(3, np.float32))
         with pytest.raises(GraphError, match="a node named 'w' already exists"):
             graph_ir.Variable("w", np.ones(3, np.float32))

@@ -9,6 +9,8 @@ import tensorflow as tf
 
 import graph_ir
 
+TESTED = ("CheckNumerics", "EnsureShape")  # tests/graph_ir/test_family_ops.py PER_OP_TESTS
+
 
 @pytest.mark.parametrize("bad,found", [(np.nan, "NaN"), (np.inf, "Inf"), (-np.inf, "Inf")])
 def test_check_numerics_stops_the_run_as_tf_does(bad, found):
@@ -31,3 +33,17 @@ def test_check_numerics_stops_the_run_as_tf_does(bad, found):
     session.run_graph(0, [np.ones(5, np.float32)])
     step(np.ones(5, np.float32))
     np.testing.assert_array_equal(session.get_variables([graph.variable_name(var)])[0], var.numpy())
+
+
+def test_ensure_shape_is_checked_when_lowering():
+    """tf.ensure_shape (Keras's preprocessing layers end with it): an Identity where the static shape agrees (-1 dims
+    accept any). TF refuses a static mismatch when tracing; the lowering refuses any it meets, naming the node."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for wanted in ([2, 3], [None, 3], [None, None]):
+        step = tf.function(lambda x, wanted=wanted: tf.ensure_shape(x, wanted) * 2)
+        graph = graph_ir.from_tensorflow(step, tf.TensorSpec((2, 3)))
+        session = graph_ir.Session()
+        session.add_graph(0, graph)
+        np.testing.assert_array_equal(session.run_graph(0, [x])[0], step(x).numpy())
+    with pytest.raises(graph_ir.LoweringError, match=r"Dimension 0 in both shapes must be equal"):  # TF's, tracing
+        graph_ir.from_tensorflow(tf.function(lambda x: tf.ensure_shape(x, [3, None])), tf.TensorSpec((2, 3)))

@@ -116,7 +116,7 @@ def test_lowered_op_runs_like_tensorflow(name):
 PER_OP_TESTS = ("test_activation_ops", "test_conv_ops", "test_depthwise_ops", "test_grouped_conv", "test_slicing_ops",
                 "test_tile_gather", "test_random_ops", "test_tensorlist_ops", "test_lowering_control", "test_rnn_steps",
                 "test_segment_ops", "test_linalg_ops", "test_scatter_ops", "test_bucketize", "test_matrix_ops",
-                "test_math_ops")
+                "test_math_ops", "test_fft_ops", "test_image_ops", "test_checks")
 
 
 def ops_tested_by(module) -> set[str]:
@@ -127,8 +127,8 @@ def ops_tested_by(module) -> set[str]:
 def test_every_family_lowering_is_tested_or_covered_by_a_step():
     """Each TF op of the families is tested alone above or by a per-op test module (PER_OP_TESTS), or is shape
     plumbing that only appears folded, or shares its lowering with a tested op."""
-    folded_only = {"ShapeN", "Size", "Rank", "BroadcastGradientArgs", "Fill", "ZerosLike", "OnesLike", "Cast",
-                   "BatchMatMulV3"}
+    folded_only = {"ShapeN", "Size", "Rank", "BroadcastGradientArgs", "BroadcastArgs", "Fill", "ZerosLike", "OnesLike",
+                   "Cast", "BatchMatMulV3"}
     same_as_tested = {"Add", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "FloorMod", "FloorDiv", "Cos",
                       "Sin", "Sqrt", "Rsqrt", "Square", "Neg", "Abs", "Sign", "Floor", "Exp", "Log", "Less",
                       "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "Select", "SelectV2"}

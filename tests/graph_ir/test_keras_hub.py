@@ -26,7 +26,7 @@ MIXED_TOLERANCE = 2e-2
 NOISE = 1e-5  # a gradient this small against the largest one is rounding noise of an exact zero
 TEXT = ["Bert", "DistilBert", "Roberta", "Albert", "Electra", "DebertaV3", "GPT2", "GPTNeoX", "OPT", "Llama",
         "Llama3", "Mistral", "Phi3", "Qwen", "Qwen2", "Falcon", "Bloom", "Bart", "Whisper", "Mixtral", "QwenMoe",
-        "Gemma", "Gemma2", "Gemma3", "Qwen3", "Qwen3Moe", "T5", "RoformerV2", "CLIP"]
+        "Gemma", "Gemma2", "Gemma3", "Qwen3", "Qwen3Moe", "T5", "RoformerV2", "CLIP", "FNet"]
 VISION = ["ViT", "DeiT", "DINOV2", "MiT", "ResNet", "CSPNet", "SwinTransformer"]
 
 

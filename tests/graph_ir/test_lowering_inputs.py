@@ -79,7 +79,7 @@ def test_an_iterator_and_a_string_argument_are_refused_naming_them():
 def test_every_failure_is_a_lowering_error():
     @tf.function
     def step(x):
-        return tf.cast(x, tf.complex64)
+        return tf.cast(x, tf.complex128)
 
     with pytest.raises(graph_ir.LoweringError, match=r"lowering TF Cast 'Cast': ValueError: .*dtype"):
         graph_ir.from_tensorflow(step, tf.TensorSpec((3,), tf.float32))

@@ -29,7 +29,7 @@ _ALL = GROUPS["ALL"]
 _CONST_DTYPES = _F({"float32", "float16", "int8", "int16", "uint16", "uint8", "int32", "int64", "uint32", "uint64",
                     "bool", "float64"})
 _CAST_DTYPES = _F({"bool", "float16", "float32", "int8", "int32", "uint32", "uint8", "int64", "uint64", "int16",
-                   "uint16", "float64", "bfloat16"})  # the graph_ir dtypes of Cast's x and y lists
+                   "uint16", "float64", "bfloat16", "complex64"})  # the graph_ir dtypes of Cast's x and y lists
 _OPTIMIZER_DTYPES = _F({"float16", "float32", "bfloat16"})
 
 
@@ -93,9 +93,9 @@ GRAPH_MEMBERS: dict[str, tuple[tuple[str, ...], bool]] = {
 SYMBOL_DTYPES: dict[str, frozenset[str]] = {
     # CANN 8.x op_proto/inc/elewise_calculation_ops.h: T1 = T2 (Promote(T1, T2) for y) (no bool, c32; ops-math adds them).
     "Mul": _F({"float16", "float32", "float64", "uint8", "int8", "uint16", "int16", "int32", "int64", "bfloat16",
-               "DT_COMPLEX64", "DT_COMPLEX128"}),
+               "complex64", "DT_COMPLEX128"}),
     # CANN 8.x op_proto/inc/elewise_calculation_ops.h (no int16; ops-math adds it).
-    "Pow": _F({"bfloat16", "float16", "float32", "int32", "int64", "int8", "uint8", "float64", "DT_COMPLEX64",
+    "Pow": _F({"bfloat16", "float16", "float32", "int32", "int64", "int8", "uint8", "float64", "complex64",
                "DT_COMPLEX128"}),
     # CANN 8.x op_proto/inc/array_ops.h, REG_OP(RefData): DATATYPE(T, ALL).
     "RefData": _ALL,
@@ -111,6 +111,8 @@ DTYPE_EXCEPTIONS = {
     ("Identity", "bfloat16"): "ops-math conversion/identity/op_graph/identity_proto.h declares Identity's x and y "
                               "TensorType::ALL(); graph_ir reads bfloat16 resource variables "
                               "through Identity",
+    ("Identity", "complex64"): "ops-math conversion/identity/op_graph/identity_proto.h declares Identity's x and y "
+                               "TensorType::ALL(), complex64 among them; TF passes complex values through Identity",
     ("Data", "variant"): "TensorList handles (DT_VARIANT) enter If/While subgraphs as Data nodes, as GE's TF parser "
                          "builds them for TF's functional ops (graph_ir/lowering/control.py)",
     ("Identity", "variant"): "TF passes TensorList handles through Identity inside while bodies; GE's Identity "

@@ -44,7 +44,7 @@ def test_known_entries(declared) -> None:
     assert declared["Assign"].attrs == [Attr("validate_shape", "Bool", True, False),
                                         Attr("use_locking", "Bool", False, False)]
     # Sqrt spells its list TensorType{(...)}; OnesLike misspells DT_UINT16 as DI_UINT16.
-    assert declared["Sqrt"].inputs[0].dtypes == {"bfloat16", "float32", "float16", "float64", "DT_COMPLEX64",
+    assert declared["Sqrt"].inputs[0].dtypes == {"bfloat16", "float32", "float16", "float64", "complex64",
                                                  "DT_COMPLEX128"}
     assert "uint16" in declared["OnesLike"].inputs[0].dtypes
     # A type symbol with its DATATYPE line; one without is unread (None), never guessed.

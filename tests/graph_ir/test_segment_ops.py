@@ -1,7 +1,8 @@
 """The segment family (graph_ir/opset/segment.py) against TF's CPU kernels, bitwise: tf.math.segment_sum and
 segment_max with sorted Const ids, unsorted_segment_max / min / prod with ids fed at run time, on zeros, ties,
 negatives, NaN, +-inf, empty segments, dropped (negative) ids, empty inputs and odd sizes, in float32, float16 and
-int32; their gradients in a step; and the refusals TF makes."""
+int32; their gradients in a step; and the refusals TF makes. SegmentMin and SegmentMean (no CANN REG_OP) lower onto
+SegmentMax, UnsortedSegmentMin and SegmentSum (graph_ir/lowering/ops/segment.py), bitwise TF's too."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
+from graph_ir.lowering import ops
 from tests.helpers import train_steps
 
 UNSORTED = {"UnsortedSegmentMax": tf.math.unsorted_segment_max, "UnsortedSegmentMin": tf.math.unsorted_segment_min,
             "UnsortedSegmentProd": tf.math.unsorted_segment_prod}
-SORTED = {"SegmentSum": tf.math.segment_sum, "SegmentMax": tf.math.segment_max}
+SORTED = {"SegmentSum": tf.math.segment_sum, "SegmentMax": tf.math.segment_max, "SegmentMin": tf.math.segment_min,
+          "SegmentMean": tf.math.segment_mean}
 TESTED = (*UNSORTED, *SORTED)  # bitwise, each (tests/graph_ir/test_family_ops.py PER_OP_TESTS)
 
 
@@ -67,13 +70,22 @@ def test_unsorted_segment_ops(op, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
 @pytest.mark.parametrize("op", list(SORTED))
 def test_sorted_segment_ops_with_const_ids(op, dtype):
+    if op == "SegmentMean" and dtype == "int32":
+        pytest.skip("integer means are refused (test_integer_segment_mean_is_refused)")
     rng = np.random.default_rng(62)
     for rows, cols in ((41, 3), (1, 2), (9, 1), (23, 11), (17, 16)):  # 11, 16 columns: packets of 8 and a tail
         x = _data(rng, dtype, rows, cols)
         ids = np.sort(rng.integers(0, rows // 3 + 2, rows)).astype(np.int64)  # gaps: empty segments give 0
         (got,), want, graph = _run(_sorted(op, ids), x)
-        assert graph.nodes_of_type(op)
+        integer_min = op == "SegmentMin" and dtype == "int32"  # -x overflows: UnsortedSegmentMin
+        assert graph.nodes_of_type("UnsortedSegmentMin" if integer_min else ops.LOWERINGS[op].ge_type)
         _same(got, want)
+
+
+def test_integer_segment_mean_is_refused():
+    with pytest.raises(graph_ir.LoweringError, match=r"TF SegmentMean '.*' of int32: an integer mean"):
+        graph_ir.from_tensorflow(tf.function(lambda x: tf.math.segment_mean(x, tf.constant([0, 0, 1]))),
+                                 tf.TensorSpec((3, 2), tf.int32))
 
 
 def test_refusals_name_the_node_and_field():
@@ -96,7 +108,7 @@ def test_refusals_name_the_node_and_field():
 
 
 def test_segment_pooling_step_with_gradients(tmp_path):
-    """A graph-network-style readout: node features pooled per graph with unsorted max and sorted sum, through a
+    """A graph-network-style readout: node features pooled per graph with unsorted max, sorted sum, min and mean, through a
     Dense layer; 3 SGD steps of the gradients in GE and TF."""
     rng = np.random.default_rng(63)
     w = tf.Variable(rng.standard_normal((4, 3)).astype(np.float32))
@@ -107,6 +119,7 @@ def test_segment_pooling_step_with_gradients(tmp_path):
         with tf.GradientTape() as tape:
             h = tf.tanh(nodes @ w)
             pooled = tf.math.unsorted_segment_max(h, ids, 4) + tf.math.segment_sum(h, tf.constant(graph_of_node))
+            pooled += tf.math.segment_min(h, tf.constant(graph_of_node)) * tf.math.segment_mean(h, graph_of_node)
             loss = tf.reduce_sum(tf.square(tf.clip_by_value(pooled, -5.0, 5.0)))
         w.assign_sub(0.1 * tape.gradient(loss, w))
         return loss

@@ -17,6 +17,8 @@ from graph_ir.lowering.ops import (
     control,
     conv,
     depthwise,
+    fft,
+    image,
     linalg,
     logic,
     math,
@@ -40,11 +42,13 @@ LOWERINGS.update({**activation.LOWERINGS, **logic.LOWERINGS, **matrix.LOWERINGS}
 LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,
-                  **bucketize.LOWERINGS, **trig.LOWERINGS})
+                  **bucketize.LOWERINGS, **trig.LOWERINGS, **fft.LOWERINGS,
+                  **image.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
 LOWERINGS["AddN"] = tensorlist.add_n(LOWERINGS["AddN"])
+LOWERINGS["DivNoNan"] = fft.complex_div_no_nan(LOWERINGS["DivNoNan"])  # complex64: GE's DivNoNan declares none
 
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
 _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "RngReadAndSkip", "RngSkip",

@@ -48,6 +48,7 @@ LOWERINGS = {
     "Size": _shapes(lambda inputs: [inputs[0].desc.num_elements]),
     "Rank": _shapes(lambda inputs: [len(inputs[0].shape)]),
     "BroadcastGradientArgs": same("BroadcastGradientArgs"),
+    "BroadcastArgs": same("BroadcastArgs"),
     "Reshape": same("Reshape"),
     "ExpandDims": _expand_dims,
     "Squeeze": same("Squeeze", axis="squeeze_dims"),
