@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import types
 
@@ -36,20 +35,6 @@ def library_path() -> str:
         f"tf_plugin's op library ({_LIBRARY_NAME}*.so) is missing from {here}: the package was not built. "
         "Install it with `pip install .` (or `pip install -e .`) from the source tree."
     )
-
-
-def import_keras_faces() -> ImportError | None:
-    """Imports tf_plugin.optimizers and tf_plugin.sign_decay (registering their Keras classes), unless Keras itself
-    cannot be imported; returns that error, or None."""
-    if importlib.util.find_spec("keras") is None:
-        return ImportError("Keras is not installed")
-    try:
-        import keras  # noqa: F401
-    except ImportError as e:
-        return e
-    importlib.import_module("tf_plugin.optimizers")
-    importlib.import_module("tf_plugin.sign_decay")
-    return None
 
 
 def _check_tf_version() -> None:

@@ -40,9 +40,9 @@ def _modules() -> dict[str, str]:
 
 
 def _imports(path: str, module: str, modules: dict[str, str]) -> set[str]:
-    """Project modules that `module` imports, anywhere in the file (imports inside functions count too).
-    `from graph_ir import ops` depends on the module graph_ir.ops; `from graph_ir.graph import Graph` on
-    graph_ir.graph."""
+    """Project modules that `module` imports, anywhere in the file (imports inside functions count too, and
+    importlib.import_module of a literal name). `from graph_ir import ops` depends on the module graph_ir.ops;
+    `from graph_ir.graph import Graph` on graph_ir.graph."""
     if not path:
         return set()
     with open(path) as f:
@@ -52,6 +52,9 @@ def _imports(path: str, module: str, modules: dict[str, str]) -> set[str]:
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            names = [node.args[0].value]
         elif isinstance(node, ast.ImportFrom) and node.module:
             base = node.module if node.level == 0 else ".".join(module.split(".")[:-node.level] + [node.module])
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
