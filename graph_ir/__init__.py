@@ -19,7 +19,7 @@ from graph_ir.session import Session
 
 
 def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = None,
-                    freeze_learning_rate: bool = True) -> Graph:
+                    freeze_learning_rate: bool = True, input_shapes: Any = None) -> Graph:
     """Lowers a TensorFlow step to a GE graph; see graph_ir.lowering (which imports TensorFlow on first use).
 
     from_tensorflow(fn, *args): fn a tf.function (traced with `args`) or a ConcreteFunction: what it runs.
@@ -27,11 +27,23 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = Non
     the variables' values from `session` (or their constant initializers).
     freeze_learning_rate: a FusedEmaAdam learning-rate variable that nothing else in the step reads or writes becomes
     ApplyFusedEmaAdam's lr attribute at its current value (True), or stays a Variable that drives every step (False).
+    input_shapes: a ConcreteFunction's argument shapes by name where its dims are unknown, as ATC's --input_shape
+    gives them ("x:8,12;y:8") or as a mapping ({"x": (8, 12)}).
     """
     from graph_ir import lowering  # TensorFlow is imported here, not by `import graph_ir`
 
     return lowering.from_tensorflow(fn, *args, fetches=fetches, session=session,
-                                    freeze_learning_rate=freeze_learning_rate)
+                                    freeze_learning_rate=freeze_learning_rate, input_shapes=input_shapes)
+
+
+def from_saved_model(path: Any, signature: str = "serving_default", *, input_shapes: Any = None,
+                     freeze_learning_rate: bool = True) -> Graph:
+    """Lowers a SavedModel's signature, or a tf.function saved in it with one input signature (a training step with
+    its variables), to a GE graph; input_shapes gives unknown dims by argument name ("x:8,12", ATC's
+    --input_shape). See graph_ir.lowering.entry.from_saved_model."""
+    from graph_ir.lowering.entry import from_saved_model as lower  # imports TensorFlow
+
+    return lower(path, signature, input_shapes=input_shapes, freeze_learning_rate=freeze_learning_rate)
 
 
 def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> dict[str, list[str]]:
@@ -44,4 +56,4 @@ def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -
 
 
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",
-           "Variable", "from_tensorflow", "kernels", "load", "loads", "missing_ops", "ops", "registry"]
+           "Variable", "from_saved_model", "from_tensorflow", "kernels", "load", "loads", "missing_ops", "ops", "registry"]

@@ -3,18 +3,22 @@ place is read or written in another (graph_ir/lowering/__init__.py states the ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_ir.errors import LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
-from graph_ir.lowering.trace import lowering_errors, prepare
+from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
+from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare
+
+InputShapes = str | Mapping[str, Sequence[int]] | None
 
 
 def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session: Any = None,
-                    freeze_learning_rate: bool = True) -> Graph:
+                    freeze_learning_rate: bool = True, input_shapes: InputShapes = None) -> Graph:
     """Lowers a TF step to a GE graph (see graph_ir/lowering/__init__.py for the rules).
 
     Args:
@@ -27,11 +31,19 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
         reads or writes becomes ApplyFusedEmaAdam's lr attribute at its current value (the variable left out of the
         graph; Session.set_variables refuses its name), or stays a GE Variable that drives each step through GE ops
         taking lr as a tensor (for callbacks such as ReduceLROnPlateau that change it between steps).
+      input_shapes: for a ConcreteFunction whose dims are unknown (a None batch): each argument's shape by name, as
+        ATC's --input_shape gives them ("x:8,12;y:8") or as a mapping ({"x": (8, 12)}).
     Returns:
       a verified graph_ir.Graph.
     Raises:
       LoweringError: naming the TF node or the argument that cannot be lowered, or why; every failure is one.
     """
+    concrete = not hasattr(fn, "get_concrete_function") and hasattr(fn, "captured_inputs")
+    if input_shapes is not None and (not concrete or args):
+        raise ArgumentKindError("input_shapes= gives a ConcreteFunction's (or SavedModel signature's) argument shapes; "
+                                "a tf.function is traced with its arguments' tf.TensorSpecs instead")
+    if concrete and any(not spec.shape.is_fully_defined() for spec in fn.graph.inputs if spec.dtype != "resource"):
+        fn, args = with_input_shapes(fn, input_shapes)  # traced again on the given shapes, or refused naming the dim
     with lowering_errors("lowering the step"):
         step = prepare(fn, args, fetches, session)
     if not isinstance(freeze_learning_rate, bool):
@@ -48,3 +60,26 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
     # the step everywhere: lowered again with it as a tensor.
     held = {n.name for g in (graph, *graph.subgraphs.values()) for n in g.nodes_of_type("Variable")}
     return lower(frozenset(held & set(graph.frozen_variables))) if held & set(graph.frozen_variables) else graph
+
+
+def from_saved_model(path: str | os.PathLike, signature: str = "serving_default", *, input_shapes: InputShapes = None,
+                     freeze_learning_rate: bool = True) -> Graph:
+    """Lowers a SavedModel's signature (or a tf.function saved as an attribute with one input signature: a training
+    step saved with its variables) to a GE graph, as ATC converts one.
+
+    Args:
+      path: the SavedModel directory.
+      signature: a signature name ("serving_default") or the name of a saved tf.function attribute.
+      input_shapes: each argument's shape by name where the signature leaves a dim unknown ("x:8,12;y:8", or
+        {"x": (8, 12)}): ATC's --input_shape.
+      freeze_learning_rate: as for from_tensorflow.
+    Returns:
+      a verified graph_ir.Graph; its Variables hold the SavedModel's values.
+    Raises:
+      LoweringError: naming the directory, signature, argument or TF node that cannot be lowered.
+    """
+    loaded, concrete = saved_model_function(path, signature)  # `loaded` owns the variables: alive until lowered
+    fn, specs = with_input_shapes(concrete, input_shapes)
+    graph = from_tensorflow(fn, *specs, freeze_learning_rate=freeze_learning_rate)
+    del loaded
+    return graph

@@ -1,0 +1,64 @@
+"""`python -m graph_ir convert SAVED_MODEL OUT`: a SavedModel's signature lowered to a GE graph file (.air binary,
+.pbtxt text), as ATC converts one; `missing` lists what the lowering cannot take instead."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+HELP = "lower a SavedModel's signature to a GE graph (.air or .pbtxt), as ATC converts one"
+
+
+def _source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("saved_model", help="the SavedModel directory")
+    parser.add_argument("--signature", default="serving_default",
+                        help="a signature name, or a tf.function saved as an attribute (default: serving_default)")
+    parser.add_argument("--input_shape", "--input-shape", dest="input_shape",
+                        help='shapes of arguments whose dims are unknown, ATC\'s way: "x:8,224,224,3;mask:8,224"')
+
+
+def add(parser: argparse.ArgumentParser) -> None:
+    _source(parser)
+    parser.add_argument("out", help="the file to write: .air (binary ge.proto ModelDef) or .pbtxt (text)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import graph_ir  # lowering imports TensorFlow
+
+    if os.path.splitext(args.out)[1] not in (".air", ".pbtxt"):
+        raise ValueError(f"output {args.out!r}: the file name must end in .air or .pbtxt")
+    start = time.monotonic()
+    print(f"lowering {args.saved_model} [{args.signature}] ...", file=sys.stderr, flush=True)
+    graph = graph_ir.from_saved_model(args.saved_model, args.signature, input_shapes=args.input_shape)
+    graph.save(args.out)
+    print(f"wrote {args.out}: {len(graph.nodes)} nodes, {len(graph.nodes_of_type('Variable'))} variables, "
+          f"{len(graph.subgraphs)} subgraphs ({time.monotonic() - start:.1f} s)")
+    return 0
+
+
+class Missing:
+    """`python -m graph_ir missing SAVED_MODEL`: every TF op type of the signature the lowering cannot take."""
+
+    HELP = "list every op of a SavedModel's signature that the lowering cannot take (exit 1 if any)"
+
+    @staticmethod
+    def add(parser: argparse.ArgumentParser) -> None:
+        _source(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        import graph_ir
+        from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
+
+        loaded, concrete = saved_model_function(args.saved_model, args.signature)
+        fn, specs = with_input_shapes(concrete, args.input_shape)
+        missing = graph_ir.missing_ops(fn, *specs)
+        del loaded
+        if not missing:
+            print(f"{args.saved_model} [{args.signature}]: every op has a lowering; `convert` lowers it")
+            return 0
+        for op_type, nodes in sorted(missing.items()):
+            print(f"{op_type} ({len(nodes)}): {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        return 1

@@ -1,0 +1,63 @@
+"""`python -m graph_ir run GRAPH.air --inputs ...`: a GE graph run in graph_ir.Session on .npy / .npz inputs; the
+outputs written to an .npz (output_0, output_1, ...) and, with --print, printed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+HELP = "run a .air (or .pbtxt) graph in graph_ir.Session on .npy/.npz inputs; write (and print) its outputs"
+
+
+def add(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", help="the GE graph file (.air or .pbtxt)")
+    parser.add_argument("--inputs", nargs="*", default=[],
+                        help="one .npz holding every input (by Data name, or arr_0, arr_1, ... by index), or one .npy "
+                             "per input in index order")
+    parser.add_argument("--out", help="write the outputs to this .npz (output_0, output_1, ...)")
+    parser.add_argument("--print", action="store_true", help="print each output")
+    parser.add_argument("--steps", type=int, default=1, help="run the graph this many times (its variables carry on)")
+
+
+def _inputs(graph, paths: list[str]) -> list[np.ndarray]:
+    """The graph's inputs in Data-index order, read without pickles."""
+    data = sorted(graph.nodes_of_type("Data"), key=lambda n: n.attrs.get("index", 0))
+    if len(paths) == 1 and paths[0].endswith(".npz"):
+        with np.load(paths[0], allow_pickle=False) as npz:
+            files = set(npz.files)
+            keys = [n.name if n.name in files else f"arr_{k}" for k, n in enumerate(data)]
+            absent = [k for k in keys if k not in files]
+            if absent:
+                raise ValueError(f"inputs {paths[0]!r}: no array {absent[0]!r}; the graph's inputs are "
+                                 f"{[n.name for n in data]} (name them so, or save them in order with np.savez)")
+            return [npz[k] for k in keys]
+    if len(paths) != len(data):
+        raise ValueError(f"the graph takes {len(data)} inputs {[n.name for n in data]}; got {len(paths)} files")
+    for path in paths:
+        if not path.endswith(".npy"):
+            raise ValueError(f"input {path!r}: give .npy files (one per input) or a single .npz")
+    return [np.load(path, allow_pickle=False) for path in paths]
+
+
+def run(args: argparse.Namespace) -> int:
+    import graph_ir
+
+    if not os.path.isfile(args.graph):
+        raise ValueError(f"graph {args.graph!r}: no such file")
+    if args.steps < 1:
+        raise ValueError(f"--steps {args.steps}: at least 1")
+    graph = graph_ir.load(args.graph)
+    inputs = _inputs(graph, args.inputs)
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    for _ in range(args.steps):
+        outputs = session.run_graph(0, inputs)
+    if args.out:
+        np.savez(args.out, **{f"output_{k}": np.asarray(x) for k, x in enumerate(outputs)})
+    for k, x in enumerate(outputs):
+        x = np.asarray(x)
+        print(f"output_{k}: {x.dtype.name}{list(x.shape)}" + (f"\n{np.array2string(x, threshold=64)}" if args.print
+                                                              else ""))
+    return 0

@@ -1,0 +1,121 @@
+"""Lowering what users have: a ConcreteFunction or SavedModel signature whose dims are unknown (a None batch), given
+its input shapes by argument name as ATC's --input_shape gives them ("x:8,12;mask:8,12", or {"x": (8, 12)}).
+
+The function is called from a tf.function traced on those shapes, so TF itself checks them against the signature
+and the lowering sees a fully shaped step (its call is inlined). An argument left with an unknown dim is refused,
+naming the argument and the dim; so is a shape for an argument the function does not have."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from graph_ir.errors import LoweringError
+
+_DIMS = re.compile(r"^\d+(,\d+)*$|^$")
+
+
+def parse_input_shapes(given: str | Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """{argument name: shape} from ATC's "name:d0,d1;name2:d0" (an empty shape after the colon: a scalar) or from
+    a mapping of names to sequences of ints. Raises LoweringError naming the piece that is not a shape."""
+    if isinstance(given, Mapping):
+        items = list(given.items())
+    elif isinstance(given, str):
+        items = []
+        for piece in filter(None, (p.strip() for p in given.split(";"))):
+            name, colon, dims = piece.rpartition(":")
+            if not colon or not name or not _DIMS.match(dims.replace(" ", "")):
+                raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, as ATC's "
+                                    "--input_shape writes them, e.g. \"x:8,224,224,3;y:8\")")
+            items.append((name, dims.replace(" ", "")))
+    else:
+        raise LoweringError(f"input_shapes must be a str (\"x:8,12;y:8\") or a mapping of names to shapes, got "
+                            f"{type(given).__name__}")
+    shapes = {}
+    for name, dims in items:
+        values = [int(d) for d in dims.split(",")] if isinstance(dims, str) and dims else \
+            ([] if isinstance(dims, str) else list(dims))
+        if not isinstance(name, str) or not all(isinstance(d, int) and d >= 0 for d in values):
+            raise LoweringError(f"input shape of {name!r} is {dims!r}; expected dims >= 0 (unknown dims are not "
+                                "lowered: give each its size)")
+        if name in shapes:
+            raise LoweringError(f"input shape of {name!r} is given twice")
+        shapes[name] = tuple(values)
+    return shapes
+
+
+def _arguments(concrete) -> tuple[list[tuple[str, tf.TensorSpec]], bool]:
+    """The function's (name, spec) arguments, and whether it takes them by keyword (a signature) or by position."""
+    args, kwargs = concrete.structured_input_signature
+    if args and kwargs:
+        raise LoweringError("a function taking arguments both by position and by keyword cannot be given shapes "
+                            "by name; trace a tf.function of it instead")
+    named = list(kwargs.items()) if kwargs else \
+        [(spec.name or tensor.op.name, spec) for spec, tensor in zip(args, concrete.inputs)]
+    for name, spec in named:
+        if not isinstance(spec, tf.TensorSpec):
+            raise LoweringError(f"argument {name!r} is a {type(spec).__name__}; only tensor arguments can be given "
+                                "shapes")
+    return named, bool(kwargs)
+
+
+def with_input_shapes(concrete, input_shapes: str | Mapping[str, Any] | None) -> tuple[Any, list[tf.TensorSpec]]:
+    """A tf.function calling `concrete`, and the full specs to trace it with: each argument's shape from
+    `input_shapes` (by name) or its own, which must then be fully known."""
+    shapes = parse_input_shapes(input_shapes) if input_shapes is not None else {}
+    named, by_keyword = _arguments(concrete)
+    names = [name for name, _ in named]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise LoweringError(f"input_shapes names {unknown}, which the function does not take; its arguments are "
+                            f"{names}")
+    specs = []
+    for name, spec in named:
+        shape = tf.TensorShape(shapes.get(name, spec.shape))
+        if not spec.shape.is_compatible_with(shape):
+            raise LoweringError(f"argument {name!r}: input shape {shape.as_list()} does not fit the function's "
+                                f"{spec.shape}")
+        if shape.rank is None or None in shape.as_list():
+            dims = "its rank" if shape.rank is None else \
+                ", ".join(f"dim {k}" for k, d in enumerate(shape.as_list()) if d is None)
+            raise LoweringError(f"argument {name!r} has shape {spec.shape} ({dims} unknown); give it with "
+                                f"input_shapes={{{name!r}: (...)}} or \"{name}:d0,d1,...\", as ATC's --input_shape")
+        specs.append(tf.TensorSpec(shape, spec.dtype, name=name))
+
+    def call(*tensors):
+        return concrete(**dict(zip(names, tensors))) if by_keyword else concrete(*tensors)
+
+    call.__name__ = getattr(concrete, "name", "function").decode() if isinstance(getattr(concrete, "name", None), bytes) \
+        else str(getattr(concrete, "name", "function"))
+    return tf.function(call, autograph=False), specs
+
+
+def saved_model_function(path: str, signature: str = "serving_default") -> tuple[Any, Any]:
+    """(the loaded SavedModel, the ConcreteFunction of `signature`): a serving signature, or a tf.function saved as
+    an attribute (a training step saved with its variables) with one input signature. Keep the first alive while
+    the second is used: its variables belong to it."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+        raise LoweringError(f"SavedModel {str(path)!r}: no such directory")
+    try:
+        loaded = tf.saved_model.load(os.fspath(path))
+    except Exception as e:  # TF's own reader: a missing or corrupt saved_model.pb, an op it does not know
+        raise LoweringError(f"SavedModel {os.fspath(path)!r} cannot be loaded: {type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    if signature in getattr(loaded, "signatures", {}):
+        return loaded, loaded.signatures[signature]
+    attribute = getattr(loaded, signature, None)
+    concretes = list(getattr(attribute, "concrete_functions", []) or [])
+    if len(concretes) == 1:
+        return loaded, concretes[0]
+    known = sorted([*getattr(loaded, "signatures", {}),
+                    *(n for n in dir(loaded) if not n.startswith("_") and hasattr(getattr(loaded, n, None),
+                                                                                  "concrete_functions"))])
+    if len(concretes) > 1:
+        raise LoweringError(f"SavedModel {os.fspath(path)!r}: function {signature!r} was saved with "
+                            f"{len(concretes)} traces; save it with one input_signature")
+    raise LoweringError(f"SavedModel {os.fspath(path)!r} has no signature or function {signature!r}; it has "
+                        f"{known}")

@@ -1,0 +1,119 @@
+"""`python -m graph_ir` run as a user runs it: a subprocess on real files, exit codes checked. convert lowers a
+SavedModel given its input shape, show and run read the .air back (run's outputs equal TF's serving signature),
+missing lists what a SavedModel lacks, ops prints the table; a missing file, a bad shape string, an unknown
+signature and wrong inputs each give exit status 2 and one line on stderr naming what is wrong. The verbs that lower
+import TensorFlow in their subprocess (10 s or more each here): those cases are slow."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.helpers import ROOT
+
+TIMEOUT = 300  # each verb imports TensorFlow; a hang must not stall the suite
+
+
+def _cli(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-m", "graph_ir", *args], capture_output=True, text=True, env=env,
+                          timeout=TIMEOUT, cwd=ROOT, check=False)
+    if ok is not None:
+        assert done.returncode == ok, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    return done
+
+
+def _one_error_line(done: subprocess.CompletedProcess, pattern: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("python -m graph_ir")]
+    assert len(lines) == 1 and re.search(pattern, lines[0]), done.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> tuple[str, str]:
+    """A small CNN exported for serving (batch dim None) and its input's name."""
+    keras.utils.set_random_seed(41)
+    model = keras.Sequential([keras.Input((8, 8, 2)), keras.layers.Conv2D(3, 3, activation="relu"),
+                              keras.layers.Flatten(), keras.layers.Dense(4)])
+    path = str(tmp_path_factory.mktemp("cli") / "cnn")
+    model.export(path, verbose=False)
+    (name,) = tf.saved_model.load(path).signatures["serving_default"].structured_input_signature[1]
+    return path, name
+
+
+@pytest.mark.slow
+def test_convert_show_and_run(saved, tmp_path):
+    path, name = saved
+    air = str(tmp_path / "cnn.air")
+    done = _cli("convert", path, air, "--input_shape", f"{name}:3,8,8,2")
+    assert "wrote" in done.stdout and os.path.isfile(air)
+    shown = _cli("show", air, "--nodes").stdout
+    assert f"input 0 {name}: float32[3, 8, 8, 2]" in shown and "Conv2D" in shown and "variable" in shown
+    x = np.random.default_rng(42).standard_normal((3, 8, 8, 2)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = str(tmp_path / "out.npz")
+    printed = _cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", out, "--print").stdout
+    assert "output_0: float32[3, 4]" in printed
+    (want,) = tf.saved_model.load(path).signatures["serving_default"](**{name: tf.constant(x)}).values()
+    with np.load(out) as got:
+        np.testing.assert_allclose(got["output_0"], want.numpy(), rtol=1e-5, atol=1e-6)
+    np.savez(tmp_path / "named.npz", **{name: x})
+    _cli("run", air, "--inputs", str(tmp_path / "named.npz"))
+
+
+@pytest.mark.slow
+def test_missing_and_ops(saved, tmp_path):
+    path, name = saved
+    assert "every op has a lowering" in _cli("missing", path, "--input_shape", f"{name}:1,8,8,2").stdout
+
+    class Special(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec((4,), tf.float32)])
+        def f(self, x):
+            return tf.math.igamma(x, x + 1.0)
+
+    special = str(tmp_path / "special")
+    tf.saved_model.save(Special(), special)
+    done = _cli("missing", special, "--signature", "f", ok=1)
+    assert done.stdout.startswith("Igamma (1):")
+    assert "Conv2D" in _cli("ops").stdout
+
+
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("args, pattern", [
+    pytest.param(("convert", "{dir}/nowhere", "{dir}/x.air"), r"convert: error: SavedModel '.*nowhere': no such "
+                 "directory", marks=_SLOW),
+    pytest.param(("convert", "{saved}", "{dir}/x.air", "--input_shape", "{name}:3,x,8,2"), r"is not name:d0,d1",
+                 marks=_SLOW),
+    pytest.param(("convert", "{saved}", "{dir}/x.air", "--signature", "nope"), r"has no signature or function 'nope'",
+                 marks=_SLOW),
+    pytest.param(("convert", "{saved}", "{dir}/x.air"), r"argument '.*' has shape \(None, 8, 8, 2\) \(dim 0 unknown\)",
+                 marks=_SLOW),
+    (("convert", "{saved}", "{dir}/x.onnx", "--input_shape", "{name}:1,8,8,2"), r"must end in .air or .pbtxt"),
+    (("show", "{dir}/none.air"), r"show: error: graph '.*none.air': no such file"),
+    (("run", "{dir}/none.air"), r"run: error: graph '.*none.air': no such file"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(saved, tmp_path, args, pattern):
+    path, name = saved
+    _one_error_line(_cli(*[a.format(dir=tmp_path, saved=path, name=name) for a in args], ok=None), pattern)
+
+
+@pytest.mark.slow
+def test_run_refuses_inputs_that_do_not_fit(saved, tmp_path):
+    path, name = saved
+    air = str(tmp_path / "cnn.air")
+    _cli("convert", path, air, "--input_shape", f"{name}:2,8,8,2")
+    np.save(tmp_path / "wrong.npy", np.zeros((2, 8, 8, 3), np.float32))
+    _one_error_line(_cli("run", air, "--inputs", str(tmp_path / "wrong.npy"), ok=None), r"run: error: .*8, 8, 3")
+    np.savez(tmp_path / "other.npz", y=np.zeros(3))
+    _one_error_line(_cli("run", air, "--inputs", str(tmp_path / "other.npz"), ok=None), r"no array '.*'; the graph's")
+    (tmp_path / "garbage.air").write_bytes(b"\x00not a model")
+    _one_error_line(_cli("show", str(tmp_path / "garbage.air"), ok=None), r"show: error: ")
