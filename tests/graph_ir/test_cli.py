@@ -117,3 +117,20 @@ def test_run_refuses_inputs_that_do_not_fit(saved, tmp_path):
     _one_error_line(_cli("run", air, "--inputs", str(tmp_path / "other.npz"), ok=None), r"no array '.*'; the graph's")
     (tmp_path / "garbage.air").write_bytes(b"\x00not a model")
     _one_error_line(_cli("show", str(tmp_path / "garbage.air"), ok=None), r"show: error: ")
+
+
+def test_draw_writes_the_ge_dump(tmp_path):
+    """draw reads a .air and writes GE's ONNX-format dump (no TensorFlow in that subprocess: it runs fast)."""
+    import onnx
+
+    import graph_ir
+
+    graph = graph_ir.Graph("g")
+    with graph:
+        x = graph_ir.Data(0, "float32", (2, 3), name="x")
+        graph.set_outputs([graph_ir.ops.Relu(x)])
+    graph.save(str(tmp_path / "g.air"))
+    done = _cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.onnx"))
+    assert "wrote" in done.stdout
+    assert [n.op_type for n in onnx.load(str(tmp_path / "g.onnx")).graph.node] == ["ge:Data", "ge:Relu", "ge:NetOutput"]
+    _one_error_line(_cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.png"), ok=None), r"draw: error: .*\.onnx")
