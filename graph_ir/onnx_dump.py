@@ -21,6 +21,7 @@ from typing import Any
 
 from graph_ir import proto
 from graph_ir.dtypes import from_ge
+from graph_ir.serialize import write_message
 
 # GE's kGeDataTypeToOnnxMap (ge_ir_utils.cc): ge.proto dtype -> ONNX TensorProto elem_type.
 _ONNX_TYPES = {"DT_INT64": 7, "DT_UINT64": 13, "DT_FLOAT": 1, "DT_INT32": 6, "DT_UINT32": 12, "DT_INT8": 3,
@@ -161,14 +162,5 @@ def model_proto(model_def, with_data: bool = False):
 
 def write(model_def, path: str, with_data: bool = False) -> None:
     """Writes GE's ONNX-format dump of `model_def`: binary for .onnx, protobuf text for .onnx.pbtxt."""
-    model = model_proto(model_def, with_data)
-    if path.endswith(".onnx.pbtxt"):
-        from google.protobuf import text_format
-
-        with open(path, "w") as f:
-            f.write(text_format.MessageToString(model))
-    elif path.endswith(".onnx"):
-        with open(path, "wb") as f:
-            f.write(model.SerializeToString())
-    else:
-        raise ValueError(f"graph dump {path!r}: use a .onnx (binary) or .onnx.pbtxt (text) name")
+    write_message(model_proto(model_def, with_data), path, ".onnx", ".onnx.pbtxt",
+                  f"graph dump {path!r}: use a .onnx (binary) or .onnx.pbtxt (text) name")

@@ -129,13 +129,20 @@ def to_model_def(name: str, nodes: list[Node], subgraphs: list[tuple[str, list[N
     return model
 
 
+def write_message(message, path: str, binary: str, text: str, refusal: str) -> None:
+    """Writes a protobuf message: binary where `path` ends in `binary`, text format where it ends in `text`, else a
+    ValueError saying `refusal`."""
+    if path.endswith(text):
+        with open(path, "w") as f:
+            f.write(text_format.MessageToString(message))
+    elif path.endswith(binary):
+        with open(path, "wb") as f:
+            f.write(message.SerializeToString())
+    else:
+        raise ValueError(refusal)
+
+
 def write(model, path: str) -> None:
     """Writes a ModelDef: binary for .air, protobuf text format for .pbtxt."""
-    if path.endswith(".pbtxt"):
-        with open(path, "w") as f:
-            f.write(text_format.MessageToString(model))
-    elif path.endswith(".air"):
-        with open(path, "wb") as f:
-            f.write(model.SerializeToString())
-    else:
-        raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")
+    write_message(model, path, ".air", ".pbtxt",
+                  f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")
