@@ -1,6 +1,6 @@
 """Writes docs/coverage.md: what the GE lowering covers, generated from the lowering tables themselves
 (graph_ir.lowering.report.op_table: the family lowerings of graph_ir.lowering.ops.LOWERINGS, the optimizer,
-variable and plumbing tables; each TF op with the GE op it becomes and the tolerance the README's lowering table
+variable and plumbing tables; each TF op with the GE op it becomes and the tolerance docs/lowering.md's lowering table
 states for it) and from the test tables (tests/helpers/applications.py: every keras.applications model;
 tests/graph_ir/test_keras_layers.py: every Keras layer). tests/graph_ir/test_applications.py checks that the
 committed file equals what this script writes.
@@ -15,13 +15,14 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "coverage.md")
-README_SECTION = "## Lowering whole training steps to GE"
+TABLE_PAGE = os.path.join("docs", "lowering.md")
+TABLE_SECTION = "## Tolerances and the lowering table"
 
 
 def readme_tolerances() -> dict[str, str]:
-    """TF op -> the tolerance the README's lowering table states for it (bitwise, 2e-6, 1e-5, ...)."""
-    with open(os.path.join(ROOT, "README.md")) as f:
-        section = f.read().split(README_SECTION, 1)[-1].split("\n## ", 1)[0]
+    """TF op -> the tolerance docs/lowering.md's lowering table states for it (bitwise, 2e-6, 1e-5, ...)."""
+    with open(os.path.join(ROOT, TABLE_PAGE)) as f:
+        section = f.read().split(TABLE_SECTION, 1)[-1].split("\n## ", 1)[0]
     out = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -38,7 +39,7 @@ def _ops_section() -> list[str]:
     tolerances = readme_tolerances()
     rows = op_table()
     lines = ["## TF ops and the GE ops they become", "",
-             (f"{len(rows)} TF op types (`python -m graph_ir ops` prints the same table). Tolerance: what the README's "
+             (f"{len(rows)} TF op types (`python -m graph_ir ops` prints the same table). Tolerance: what docs/lowering.md's "
              "lowering table states for the op against TensorFlow (relative to the output's scale); \"—\" for "
              "plumbing, variable and optimizer ops (folded, moved or our own kernels, bitwise TF's)."), "",
              "| TF op | GE op | family | tolerance |", "| --- | --- | --- | --- |"]

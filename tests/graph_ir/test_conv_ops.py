@@ -1,6 +1,6 @@
 """The conv family's TF ops (graph_ir/lowering/ops/conv.py), each alone in a tf.function: lowered, run in
 graph_ir.Session and compared with TensorFlow on fresh random inputs with zeros and ties, odd sizes, strides 1 and 2,
-SAME and VALID padding and dilations, within the tolerances of the README's lowering table."""
+SAME and VALID padding and dilations, within the tolerances of docs/lowering.md's lowering table."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def _case(op: str, geometry: str, rng, values=floats):
 GE_OPS = dict(zip(OPS, ("DepthwiseConv2D", "DepthwiseConv2DBackpropFilter", "DepthwiseConv2DBackpropInput")))
 
 
-# What the README's lowering table states (checked like tests/graph_ir/test_conv_ops.py's CASES: TF op first).
+# What docs/lowering.md's lowering table states (checked like tests/graph_ir/test_conv_ops.py's CASES: TF op first).
 # TF's CPU gradient kernels ignore dilations and multiply EXPLICIT padding (test_..._are_refused_...): forward only.
 CASES = {f"{op}-{geometry}": (op, geometry, PRODUCT) for op in OPS for geometry in GEOMETRIES
          if op == OPS[0] or geometry.split("-")[0] not in ("dilated", "explicit")}

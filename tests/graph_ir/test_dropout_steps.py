@@ -6,7 +6,7 @@ Keras 3 draws from a SeedGenerator variable each step (keras/src/random/seed_gen
 assign state + [0, 1]) through StatelessRandomGetKeyCounter and StatelessRandomUniformV2 (StatelessRandomNormalV2 for
 GaussianNoise). Each step returns its loss and the mask a Dropout layer kept; the test asserts every step's mask is
 bitwise TF's, that the masks differ from step to step (the seed advances, in the session as in TF), that the seed
-states are TF's exactly, and every variable and the loss within the README's 1e-5 whole-step tolerance: a different
+states are TF's exactly, and every variable and the loss within docs/lowering.md's 1e-5 whole-step tolerance: a different
 draw would fail all of these. Measured (K = 3): every variable within 5e-7 of its scale of TF's, the loss within 2e-7, masks identical."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Each TF op the op families lower (graph_ir/lowering/ops), alone in a tf.function: lowered, run in graph_ir.Session
 and compared with TensorFlow on fresh random inputs (zeros, negatives, ties, odd sizes), within the tolerance the
-README's lowering table states for it: 0 (bitwise) where the arithmetic is the same, else relative to the output's
+docs/lowering.md's lowering table states for it: 0 (bitwise) where the arithmetic is the same, else relative to the output's
 scale."""
 
 from __future__ import annotations

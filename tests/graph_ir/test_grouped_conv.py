@@ -40,7 +40,7 @@ def _input_grad(s, padding, shape):
                                                         strides=[1, s, s, 1], padding=padding)
 
 
-# name -> (TF function, inputs from a rng, tolerance); the name's first part is the GE op (the README table's row)
+# name -> (TF function, inputs from a rng, tolerance); the name's first part is the GE op (docs/lowering.md's table row)
 CASES = {
     "Conv2D-grouped2-same": (_conv(1, "SAME"), lambda r: [_floats(r, 2, 7, 6, 4), _floats(r, 3, 3, 2, 6)], PRODUCT),
     "Conv2D-grouped3-valid-s2": (_conv(2, "VALID"), lambda r: [_floats(r, 2, 9, 8, 6), _floats(r, 3, 2, 2, 9)],

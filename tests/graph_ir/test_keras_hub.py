@@ -78,7 +78,7 @@ def test_vision_backbone_trains_as_tf(name, tmp_path):
 
 @pytest.mark.parametrize("name", ["Bert", "Llama"])
 def test_mixed_bfloat16_transformer_trains_as_tf(name, tmp_path):
-    """How transformers are trained on Ascend: bfloat16 compute, float32 variables (2e-2, the README's bound)."""
+    """How transformers are trained on Ascend: bfloat16 compute, float32 variables (2e-2, docs/lowering.md's bound)."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         _compare(name, str(tmp_path), MIXED_TOLERANCE)

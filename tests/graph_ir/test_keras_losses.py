@@ -2,7 +2,7 @@
 with Keras's own train_step and its compiled metrics, and a mixed_bfloat16 CNN: the ordinary tf.function step
 (GradientTape and FusedEmaAdam) lowered with graph_ir.from_tensorflow and run K = 3 steps in graph_ir.Session beside
 K steps in TensorFlow (tests/helpers/train_steps.py). Every weight, slot, counter and metric variable, and the
-step's outputs, within the README's tolerance of TF's (1e-5 of its own scale in float32, 2e-2 with mixed_bfloat16),
+step's outputs, within docs/lowering.md's tolerance of TF's (1e-5 of its own scale in float32, 2e-2 with mixed_bfloat16),
 or the step is refused with a LoweringError that says why: LOSSES and METRICS below are the one list of what lowers
 and what is refused. Measured (float32): every state variable within 7.6e-7 of its scale, the loss within 3.7e-7."""
 
@@ -21,7 +21,7 @@ from graph_ir.lowering import ops
 from tests.helpers import train_steps
 from tf_plugin.optimizers import FusedEmaAdam
 
-FLOAT32_TOLERANCE = 1e-5  # README, "Lowering whole training steps to GE"
+FLOAT32_TOLERANCE = 1e-5  # docs/lowering.md, "Tolerances and the lowering table"
 BFLOAT16_TOLERANCE = 2e-2
 BATCH, FEATURES, CLASSES = 6, 12, 5
 _L = keras.losses

@@ -4,7 +4,7 @@ their gradients, lowered and run K steps in graph_ir.Session beside K steps in T
 function is lowered, not dropped; recursion and nesting too deep are LoweringErrors. graph_ir.missing_ops lists
 every op type without a lowering (inside calls too) before lowering, and `python -m graph_ir ops` prints the table.
 
-Tolerance: every variable and the loss within 1e-5 of its own scale after K steps (the README's float32 step
+Tolerance: every variable and the loss within 1e-5 of its own scale after K steps (docs/lowering.md's float32 step
 tolerance: matmul and tanh are not bitwise Eigen's)."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def _mixed_bfloat16_cnn() -> keras.Model:
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 def test_mixed_bfloat16_cnn_step(optimizer, tmp_path):
     """Conv2D with bias, relu, MaxPooling2D, Dense under mixed_bfloat16, K steps beside TF (oneDNN on, its default),
-    every weight, slot and counter within 2e-2 (the README's mixed_bfloat16 tolerance). TF fuses each bfloat16
+    every weight, slot and counter within 2e-2 (docs/lowering.md's mixed_bfloat16 tolerance). TF fuses each bfloat16
     Conv2D with its BiasAdd and rounds once; so does the lowering (one GE Conv2D with a float32 bias input).
     Measured (K = 3): 4.9e-3 (PowerSign) and 7.0e-3 (FusedEmaAdam) at most, the loss 2.3e-4 and 1.4e-3; rounding
     twice (a Conv2D then a BiasAdd) drifts to 2.6e-2 and 1.1e-2, the loss 1.8e-3 and 1.7e-3."""

@@ -4,7 +4,7 @@ model.train_function itself); a dataset iterator, a tf.string argument, a variab
 every other failure is a LoweringError naming the argument or node, never a bare ValueError or TypeError.
 
 Tolerance: the variable-argument step is elementwise float32 arithmetic, so bitwise; the Keras step within 1e-5 of
-each tensor's scale (the README's float32 step tolerance)."""
+each tensor's scale (docs/lowering.md's float32 step tolerance)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ graph_ir.Session beside K steps in TensorFlow: an MLP classifier and an attentio
 PowerSign and FusedEmaAdam, in float32 and with mixed_bfloat16; Keras's own train_step; a TF1 graph with fetches.
 (The CNN family: tests/graph_ir/test_lowering_cnn.py.)
 
-Tolerances (README, "Lowering whole training steps to GE"): every variable within 1e-5 of its own scale after K
+Tolerances (docs/lowering.md, "Tolerances and the lowering table"): every variable within 1e-5 of its own scale after K
 steps in float32 (matmul, reductions, exp/tanh/erf are not bitwise Eigen's), 2e-2 with mixed_bfloat16."""
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ CASES = {
     "AddV2-bfloat16-empty": (tf.add, lambda r: [np.zeros((0, 3), BF16), np.zeros((3,), BF16)], 0),
     **{f"{name}-bfloat16": case for name, case in _BFLOAT16_BLOCK.items()},
     **_FLOAT16_GRADIENTS,
-    # float32, where NumPy's exp, sin, cos and 1/sqrt and Eigen's approximations may be an ulp apart (the README's 2e-6)
+    # float32, where NumPy's exp, sin, cos and 1/sqrt and Eigen's approximations may be an ulp apart (docs/lowering.md's 2e-6)
     "Exp-float32": (tf.exp, lambda r: [_floats(r, 37) * 3], ROUNDING),
     "Sin-float32": (tf.sin, lambda r: [_floats(r, 37) * 3], ROUNDING),
     "Cos-float32": (tf.cos, lambda r: [_floats(r, 37) * 3], ROUNDING),

@@ -25,7 +25,7 @@ from graph_ir.dtypes import as_dtype
 from graph_ir.executors import EXECUTORS, WORKSPACE, philox
 from tests.helpers.train_steps import scaled_difference
 
-ROUNDING = 2e-6  # the README table's tolerance for the normals
+ROUNDING = 2e-6  # docs/lowering.md's table tolerance for the normals
 FLOATS = (tf.float32, tf.float16, tf.bfloat16, tf.float64)
 SHAPES = ((), (0,), (1,), (5,), (3, 7), (2, 0, 3), (4097,))
 SEEDS = {tf.int32: ((0, 0), (7, 0), (123, -5), (-1, -1), (2**31 - 1, -2**31)),

@@ -1,7 +1,7 @@
 """The slicing and resize families' TF ops (graph_ir/lowering/ops/slicing.py, resize.py), each alone in a
 tf.function: lowered, run in graph_ir.Session and compared with TensorFlow on fresh random inputs with zeros,
 negatives, ties, NaN and -inf, odd sizes, zero-size tensors and limits (MirrorPad's paddings at their largest):
-bitwise, bytes included (these ops move data, and the sums keep TF's order), or within the README's tolerance where
+bitwise, bytes included (these ops move data, and the sums keep TF's order), or within docs/lowering.md's tolerance where
 stated; other dtypes bitwise, and the dtypes GE's ops do not declare refused. The inputs and graphs TF refuses, or
 that graph_ir cannot run statically: tests/graph_ir/test_slicing_refusals.py."""
 

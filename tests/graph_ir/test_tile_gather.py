@@ -32,7 +32,7 @@ def _gather(axis: int, batch_dims: int):
     return lambda x, i: tf.gather(x, i, axis=axis, batch_dims=batch_dims)
 
 
-# name -> (TF function, inputs from a rng, tolerance); the name's first part is the TF op (the README table's row)
+# name -> (TF function, inputs from a rng, tolerance); the name's first part is the TF op (docs/lowering.md's table row)
 CASES = {
     "Tile-bool": (lambda x: tf.tile(x, [2, 3]), lambda r: [_bools(r, 2, 3)], 0),
     "Tile-bool-3d-zero-multiple": (lambda x: tf.tile(x, [1, 0, 2]), lambda r: [_bools(r, 3, 2, 4)], 0),

@@ -1,5 +1,5 @@
-"""The README's lowering table states, for every TF op the op families lower, its GE op and its tolerance: checked
-against the lowerings themselves (graph_ir/lowering/ops) and the tolerances the per-op tests assert."""
+"""docs/lowering.md's lowering table states, for every TF op the op families lower, its GE op and its tolerance:
+checked against the lowerings themselves (graph_ir/lowering/ops) and the tolerances the per-op tests assert."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ from tests.graph_ir import (
 from tests.graph_ir.test_family_ops import CASES, PRODUCT, ROUNDING
 from tests.helpers import ROOT
 
-SECTION = "## Lowering whole training steps to GE"
+PAGE = os.path.join("docs", "lowering.md")
+SECTION = "## Tolerances and the lowering table"
 _TOLERANCES = {"bitwise": 0, "2e-6": ROUNDING, "1e-5": PRODUCT}
 
 
 def _table() -> dict[str, tuple[str, str]]:
-    """TF op -> (GE op, tolerance), from the README's table."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+    """TF op -> (GE op, tolerance), from docs/lowering.md's table."""
+    with open(os.path.join(ROOT, PAGE)) as f:
         text = f.read()
-    assert SECTION in text, f"the README has no section {SECTION!r}"
+    assert SECTION in text, f"{PAGE} has no section {SECTION!r}"
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -78,5 +79,5 @@ def test_the_tolerances_are_those_the_tests_assert():
     assert set(asserted) <= set(table), sorted(set(asserted) - set(table))
     wrong = {tf_op: (table[tf_op][1], tolerance) for tf_op, tolerance in asserted.items()
              if _TOLERANCES[table[tf_op][1]] != tolerance}
-    assert not wrong, wrong  # TF op: (the README's tolerance, the largest its tests assert)
+    assert not wrong, wrong  # TF op: (the table's tolerance, the largest its tests assert)
     assert all(re.fullmatch(r"bitwise|2e-6|1e-5", t) for _, t in table.values())

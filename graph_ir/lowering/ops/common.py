@@ -29,7 +29,7 @@ def tf_attr(node, name: str, default=None):
 
 
 def maps_to(ge_type: str) -> Callable[[Callable], Callable]:
-    """Marks a lowering with the GE op type it builds (what the README's lowering table names)."""
+    """Marks a lowering with the GE op type it builds (what docs/lowering.md's lowering table names)."""
 
     def mark(lower: Callable) -> Callable:
         lower.ge_type = ge_type
