@@ -46,6 +46,14 @@ def from_saved_model(path: Any, signature: str = "serving_default", *, input_sha
     return lower(path, signature, input_shapes=input_shapes, freeze_learning_rate=freeze_learning_rate)
 
 
+def from_frozen_graph(path: Any, outputs: Any, *, input_shapes: Any = None) -> Graph:
+    """Lowers a frozen GraphDef file (.pb) computing `outputs` (ATC's --out_nodes: "logits:0" or op names), its
+    Placeholders' unknown dims given by input_shapes. See graph_ir.lowering.entry.from_frozen_graph."""
+    from graph_ir.lowering.entry import from_frozen_graph as lower  # imports TensorFlow
+
+    return lower(path, outputs, input_shapes=input_shapes)
+
+
 def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> dict[str, list[str]]:
     """{TF op type: [node names]} of every op of the step that the lowering has no mapping for or refuses (an
     Assert on the step's data, a string tensor, an argument of unknown shape, a slice it cannot size): empty means
@@ -56,4 +64,5 @@ def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -
 
 
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",
-           "Variable", "from_saved_model", "from_tensorflow", "kernels", "load", "loads", "missing_ops", "ops", "registry"]
+           "Variable", "from_frozen_graph", "from_saved_model", "from_tensorflow", "kernels", "load", "loads",
+           "missing_ops", "ops", "registry"]

@@ -1,5 +1,6 @@
-"""`python -m graph_ir convert SAVED_MODEL OUT`: a SavedModel's signature lowered to a GE graph file (.air binary,
-.pbtxt text), as ATC converts one; `missing` lists what the lowering cannot take instead."""
+"""`python -m graph_ir convert SOURCE OUT`: a SavedModel's signature, or a frozen GraphDef (.pb) with --out_nodes,
+lowered to a GE graph file (.air binary, .pbtxt text), as ATC converts one; `missing` lists what the lowering cannot
+take instead."""
 
 from __future__ import annotations
 
@@ -8,15 +9,28 @@ import os
 import sys
 import time
 
-HELP = "lower a SavedModel's signature to a GE graph (.air or .pbtxt), as ATC converts one"
+HELP = "lower a SavedModel's signature or a frozen .pb to a GE graph (.air or .pbtxt), as ATC converts one"
 
 
 def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("saved_model", help="the SavedModel directory")
+    parser.add_argument("saved_model", help="the SavedModel directory, or a frozen GraphDef file (.pb)")
     parser.add_argument("--signature", default="serving_default",
                         help="a signature name, or a tf.function saved as an attribute (default: serving_default)")
     parser.add_argument("--input_shape", "--input-shape", dest="input_shape",
                         help='shapes of arguments whose dims are unknown, ATC\'s way: "x:8,224,224,3;mask:8,224"')
+    parser.add_argument("--out_nodes", "--out-nodes", dest="out_nodes",
+                        help='for a .pb: the tensors to compute, ATC\'s way: "logits:0;loss:0"')
+
+
+def _frozen(args: argparse.Namespace) -> tuple[object, list[str]] | None:
+    """(the GraphDef, its outputs) when the source is a frozen .pb file, else None (a SavedModel)."""
+    if not os.path.isfile(args.saved_model):
+        return None
+    if not args.out_nodes:
+        raise ValueError(f"{args.saved_model!r} is a file: a frozen GraphDef needs --out_nodes \"name:0;...\"")
+    from graph_ir.lowering.saved_model import frozen_graph_def
+
+    return frozen_graph_def(args.saved_model, args.input_shape), [n for n in args.out_nodes.split(";") if n]
 
 
 def add(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"output {args.out!r}: the file name must end in .air or .pbtxt")
     start = time.monotonic()
     print(f"lowering {args.saved_model} [{args.signature}] ...", file=sys.stderr, flush=True)
-    graph = graph_ir.from_saved_model(args.saved_model, args.signature, input_shapes=args.input_shape)
+    frozen = _frozen(args)
+    graph = graph_ir.from_tensorflow(frozen[0], fetches=frozen[1]) if frozen else \
+        graph_ir.from_saved_model(args.saved_model, args.signature, input_shapes=args.input_shape)
     graph.save(args.out)
     print(f"wrote {args.out}: {len(graph.nodes)} nodes, {len(graph.nodes_of_type('Variable'))} variables, "
           f"{len(graph.subgraphs)} subgraphs ({time.monotonic() - start:.1f} s)")
@@ -52,10 +68,14 @@ class Missing:
         import graph_ir
         from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
 
-        loaded, concrete = saved_model_function(args.saved_model, args.signature)
-        fn, specs = with_input_shapes(concrete, args.input_shape)
-        missing = graph_ir.missing_ops(fn, *specs)
-        del loaded
+        frozen = _frozen(args)
+        if frozen:
+            missing = graph_ir.missing_ops(frozen[0], fetches=frozen[1])
+        else:
+            loaded, concrete = saved_model_function(args.saved_model, args.signature)
+            fn, specs = with_input_shapes(concrete, args.input_shape)
+            missing = graph_ir.missing_ops(fn, *specs)
+            del loaded
         if not missing:
             print(f"{args.saved_model} [{args.signature}]: every op has a lowering; `convert` lowers it")
             return 0

@@ -11,7 +11,7 @@ from graph_ir.errors import LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
-from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
+from graph_ir.lowering.saved_model import frozen_graph_def, saved_model_function, with_input_shapes
 from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare
 
 InputShapes = str | Mapping[str, Sequence[int]] | None
@@ -83,3 +83,20 @@ def from_saved_model(path: str | os.PathLike, signature: str = "serving_default"
     graph = from_tensorflow(fn, *specs, freeze_learning_rate=freeze_learning_rate)
     del loaded
     return graph
+
+
+def from_frozen_graph(path: str | os.PathLike, outputs: Sequence[str], *, input_shapes: InputShapes = None) -> Graph:
+    """Lowers a frozen GraphDef file (.pb, its variables folded into Consts), as ATC converts one.
+
+    Args:
+      path: the .pb file.
+      outputs: the tensors or ops to compute, as ATC's --out_nodes names them ("logits:0", or an op name).
+      input_shapes: Placeholder shapes by name where the file leaves dims unknown ("x:8,12", ATC's --input_shape).
+    Returns:
+      a verified graph_ir.Graph whose Data nodes are the Placeholders the outputs need.
+    Raises:
+      LoweringError: naming the file, Placeholder or TF node that cannot be lowered.
+    """
+    if isinstance(outputs, str) or not outputs:
+        raise LoweringError(f"outputs must be a list of tensor or op names (ATC's --out_nodes), got {outputs!r:.80}")
+    return from_tensorflow(frozen_graph_def(path, input_shapes), fetches=list(outputs))

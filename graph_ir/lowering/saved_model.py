@@ -119,3 +119,33 @@ def saved_model_function(path: str, signature: str = "serving_default") -> tuple
                             f"{len(concretes)} traces; save it with one input_signature")
     raise LoweringError(f"SavedModel {os.fspath(path)!r} has no signature or function {signature!r}; it has "
                         f"{known}")
+
+
+MAX_GRAPH_BYTES = 2**31 - 1  # protobuf's own limit on one message
+
+
+def frozen_graph_def(path: str, input_shapes: str | Mapping[str, Any] | None = None):
+    """The GraphDef of a frozen graph file (.pb: variables folded into Consts, as ATC takes TF models), each
+    Placeholder given its shape from `input_shapes` by name where the file leaves dims unknown."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise LoweringError(f"frozen graph {str(path)!r}: no such file")
+    if os.path.getsize(path) > MAX_GRAPH_BYTES:
+        raise LoweringError(f"frozen graph {os.fspath(path)!r}: {os.path.getsize(path)} bytes, over protobuf's 2 GiB")
+    graph_def = tf.compat.v1.GraphDef()
+    with open(path, "rb") as f:
+        try:
+            graph_def.ParseFromString(f.read())
+        except Exception as e:  # protobuf's DecodeError: not a GraphDef
+            raise LoweringError(f"frozen graph {os.fspath(path)!r} is not a binary GraphDef: {e}") from e
+    shapes = parse_input_shapes(input_shapes) if input_shapes is not None else {}
+    placeholders = {n.name: n for n in graph_def.node if n.op == "Placeholder"}
+    unknown = sorted(set(shapes) - set(placeholders))
+    if unknown:
+        raise LoweringError(f"input_shapes names {unknown}, which are not Placeholders of {os.fspath(path)!r}; its "
+                            f"Placeholders are {sorted(placeholders)}")
+    for name, shape in shapes.items():
+        declared = tf.TensorShape(placeholders[name].attr["shape"].shape)
+        if not declared.is_compatible_with(shape):
+            raise LoweringError(f"Placeholder {name!r}: input shape {list(shape)} does not fit its shape {declared}")
+        placeholders[name].attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+    return graph_def

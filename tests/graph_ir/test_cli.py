@@ -134,3 +134,18 @@ def test_draw_writes_the_ge_dump(tmp_path):
     assert "wrote" in done.stdout
     assert [n.op_type for n in onnx.load(str(tmp_path / "g.onnx")).graph.node] == ["ge:Data", "ge:Relu", "ge:NetOutput"]
     _one_error_line(_cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.png"), ok=None), r"draw: error: .*\.onnx")
+
+
+@pytest.mark.slow
+def test_convert_a_frozen_graph_with_out_nodes(tmp_path):
+    from tests.graph_ir.test_saved_models import _frozen_cnn
+
+    path, model = _frozen_cnn(tmp_path)
+    air = str(tmp_path / "frozen.air")
+    _cli("convert", path, air, "--out_nodes", "logits:0", "--input_shape", "x:2,6,6,2")
+    x = np.random.default_rng(44).standard_normal((2, 6, 6, 2)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    _cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "out.npz"))
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["output_0"], model(x).numpy(), rtol=1e-5, atol=1e-6)
+    _one_error_line(_cli("convert", path, air, ok=None), r"is a file: a frozen GraphDef needs --out_nodes")

@@ -121,3 +121,37 @@ def test_saved_model_refusals_name_what_is_wrong(serving_model, tmp_path):
     (tmp_path / "broken").mkdir()
     with pytest.raises(graph_ir.LoweringError, match=r"SavedModel '.*broken' cannot be loaded"):
         graph_ir.from_saved_model(str(tmp_path / "broken"))
+
+
+def _frozen_cnn(tmp_path) -> tuple[str, keras.Model]:
+    """A small CNN's inference frozen as ATC takes TF models: variables folded into Consts, a None batch."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    keras.utils.set_random_seed(36)
+    model = keras.Sequential([keras.Input((6, 6, 2)), keras.layers.Conv2D(3, 3, activation="relu"),
+                              keras.layers.Flatten(), keras.layers.Dense(4)])
+    fn = tf.function(lambda x: tf.identity(model(x), name="logits"))
+    frozen = convert_variables_to_constants_v2(fn.get_concrete_function(tf.TensorSpec((None, 6, 6, 2), name="x")))
+    path = str(tmp_path / "cnn.pb")
+    tf.io.write_graph(frozen.graph.as_graph_def(), str(tmp_path), "cnn.pb", as_text=False)
+    return path, model
+
+
+def test_frozen_graph_with_out_nodes_and_an_input_shape(tmp_path):
+    path, model = _frozen_cnn(tmp_path)
+    graph = graph_ir.from_frozen_graph(path, ["logits:0"], input_shapes="x:5,6,6,2")
+    assert not graph.nodes_of_type("Variable")  # frozen: the weights are Consts
+    x = np.random.default_rng(37).standard_normal((5, 6, 6, 2)).astype(np.float32)
+    (got,) = _session(graph).run_graph(0, [x])
+    assert scaled_difference(got, model(x).numpy()) <= 1e-5
+    with pytest.raises(graph_ir.LoweringError, match=r"argument 'x' has an unknown shape"):
+        graph_ir.from_frozen_graph(path, ["logits:0"])
+    with pytest.raises(graph_ir.LoweringError, match=r"input_shapes names \['y'\], which are not Placeholders"):
+        graph_ir.from_frozen_graph(path, ["logits:0"], input_shapes="y:5,6,6,2")
+    with pytest.raises(graph_ir.LoweringError, match=r"Placeholder 'x': input shape \[5, 6, 6\] does not fit"):
+        graph_ir.from_frozen_graph(path, ["logits:0"], input_shapes="x:5,6,6")
+    (tmp_path / "junk.pb").write_bytes(b"\xff\xff\xff not protobuf")
+    with pytest.raises(graph_ir.LoweringError, match=r"frozen graph '.*junk.pb' is not a binary GraphDef"):
+        graph_ir.from_frozen_graph(str(tmp_path / "junk.pb"), ["logits:0"])
+    with pytest.raises(graph_ir.LoweringError, match=r"outputs must be a list"):
+        graph_ir.from_frozen_graph(path, "logits:0")
