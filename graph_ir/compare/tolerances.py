@@ -1,0 +1,40 @@
+"""Each TF op's tolerance, as the README's lowering table states it (tests/graph_ir/test_compare_steps.py checks
+the two agree): max |GE - TF| / max |TF| of the op's output on the same inputs. Every op the table does not list
+with a tolerance of its own is bitwise: the rest of the table, the plumbing (ReadVariableOp and Identity become GE
+Identity) and the optimizer ops, whose kernels are TF's own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ROUNDING = 2e-6  # Eigen's approximations of exp, tanh, erf..., pooling sums in another order
+PRODUCT = 1e-5  # matrix products, convolutions and float sums: BLAS's summation order against Eigen's
+ROUNDING_OPS = frozenset({
+    "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atan2", "Atanh", "AvgPool", "AvgPoolGrad", "Cos", "Cosh", "Elu",
+    "Erf", "Erfc", "Exp", "Expm1", "Inv", "Log", "Log1p", "LogSoftmax", "MaxPoolGrad", "Pow", "Reciprocal", "Rsqrt",
+    "Selu", "Sigmoid", "SigmoidGrad", "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyWithLogits", "Softplus",
+    "SoftplusGrad", "SparseSoftmaxCrossEntropyWithLogits", "SqrtGrad", "StatelessRandomNormalV2",
+    "StatelessTruncatedNormalV2", "Tan", "Tanh"})
+PRODUCT_OPS = frozenset({
+    "BatchMatMulV2", "BatchMatMulV3", "BiasAddGrad", "Cholesky", "Conv2D", "Conv2DBackpropFilter",
+    "Conv2DBackpropInput", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
+    "DepthwiseConv2dNativeBackpropInput", "Einsum", "FusedBatchNormGradV3", "FusedBatchNormV3", "L2Loss",
+    "LogMatrixDeterminant", "MatMul", "MatrixDeterminant", "MatrixInverse", "MatrixTriangularSolve", "Mean", "Prod",
+    "Sum"})
+# A variable after one whole step (the README: every weight, slot and counter within 1e-5 of its own scale in
+# float32; 2e-2 with mixed_bfloat16).
+STEP_FLOAT32 = 1e-5
+STEP_HALF = 2e-2
+
+
+def op_tolerance(tf_op: str, dtype: np.dtype | None = None, inputs: int = 0) -> float:
+    """The tolerance of TF op type `tf_op` (0.0: bitwise); `dtype` and `inputs` (its output's dtype and its input
+    count) are for rules by dtype, none yet."""
+    if tf_op in PRODUCT_OPS:
+        return PRODUCT
+    return ROUNDING if tf_op in ROUNDING_OPS else 0.0
+
+
+def variable_tolerance(dtype: np.dtype) -> float:
+    """The tolerance of a variable the step writes, by its dtype."""
+    return STEP_HALF if np.dtype(dtype).itemsize <= 2 and np.dtype(dtype).kind in "fV" else STEP_FLOAT32
