@@ -11,12 +11,18 @@
   within isolated but out accumulated, the node amplifies earlier rounding.
 - The first departure is the first row out of tolerance whose inputs were all within; the first defect the first
   row out of tolerance isolated.
+- CANN's dump files (graph_ir/compare/dump.py): write_dumps writes a Session's run as GE's dump does;
+  compare_dumps compares a folder of them (an NPU's) with the Session by GE node name, accumulated and isolated
+  (each node run on the dump's values of its inputs).
 - Functional nodes (If, Case, While) are compared on their outputs, accumulated only; the nodes of their bodies
   are not rows.
 """
 
+from graph_ir.compare.dump import DumpFile, read_dump, read_dump_folder, write_dump
 from graph_ir.compare.metrics import COLUMNS, Metrics, compute
+from graph_ir.compare.npu import compare_dumps, write_dumps
 from graph_ir.compare.report import Comparison, Row
 from graph_ir.compare.step import compare_step
 
-__all__ = ["COLUMNS", "Comparison", "Metrics", "Row", "compare_step", "compute"]
+__all__ = ["COLUMNS", "Comparison", "DumpFile", "Metrics", "Row", "compare_dumps", "compare_step", "compute",
+           "read_dump", "read_dump_folder", "write_dump", "write_dumps"]
