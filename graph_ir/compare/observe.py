@@ -12,6 +12,7 @@ import numpy as np
 
 from graph_ir.compare import metrics
 from graph_ir.compare.report import Row
+from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
 from graph_ir.executors import run_settings
 from graph_ir.executors.plan_steps import EXECUTOR, Step
 from graph_ir.session import Session
@@ -39,7 +40,8 @@ class Observer:
         self.rows: list[Row] = []
         self._carried: dict[tuple[str, int], tuple[float, float]] = {}  # output -> (max abs error, scale error)
         self._departed: dict[str, bool] = {}  # GE node -> it, or a node it depends on, is out of tolerance
-        self._isolated: dict[str, tuple[list[np.ndarray], list[bool]]] = {}  # results, and the inputs TF gave
+        # results, the inputs TF gave, and the magnitude of each output of a sum of products (tolerances.py)
+        self._isolated: dict[str, tuple[list[np.ndarray], list[bool], list[float] | None]] = {}
 
     def wrap(self, step: Step) -> Step:
         """`step`, observed: compared when it stores its results; an executor also run isolated first."""
@@ -59,7 +61,10 @@ class Observer:
                 tf_inputs.append(np.array(theirs if same else ours, copy=True))  # copies: executors may write in place
                 replaced.append(same)
             results = [np.array(r, copy=True) for r in executor(node, tf_inputs)]
-            self._isolated[node.name] = (results, replaced)
+            magnitudes = None
+            if self.tf_types[node.name] in SUMS_OF_PRODUCTS:
+                magnitudes = [float(np.max(np.abs(r), initial=0.0)) for r in executor(node, [np.abs(a) for a in tf_inputs])]
+            self._isolated[node.name] = (results, replaced, magnitudes)
             return executor(node, inputs)
         return run
 
@@ -69,7 +74,7 @@ class Observer:
         given = [(h.node.name, h.index) for h in node.inputs if h is not None]
         carried = [self._carried.get(key, (0.0, 0.0)) for key in given]
         upstream_within = not any(self._departed.get(name, False) for name, _ in given)
-        isolated, replaced = self._isolated.pop(node.name, (None, [False] * len(given)))
+        isolated, replaced, magnitudes = self._isolated.pop(node.name, (None, [False] * len(given), None))
         tf_type = self.tf_types.get(node.name)
         departed = not upstream_within
         for j, ours in enumerate(results):
@@ -83,12 +88,14 @@ class Observer:
             found = metrics.compute(ours, theirs) if ours.shape == theirs.shape else metrics.NAN
             scale = float(np.max(np.abs(theirs), initial=0.0)) if theirs.dtype.kind in "fV" else 0.0
             row = Row(node.name, node.type, node.name, tf_type, j, tuple(theirs.shape), str(theirs.dtype), found,
-                      self.tolerance(tf_type, theirs.dtype, len(given)), _carried_in(carried, scale, theirs.dtype),
+                      self.tolerance(tf_type, theirs.dtype, len(given)),
+                      GAIN.get(tf_type, 1.0) * _carried_in(carried, scale, theirs.dtype),
                       upstream_within=upstream_within)
             if ours.shape != theirs.shape:
                 row.note = f"shape {list(ours.shape)} against TF's {list(theirs.shape)}"
             elif isolated is not None:
                 row.isolated = metrics.compute(np.asarray(isolated[j]).reshape(theirs.shape), theirs)
+                row.magnitude = magnitudes[j] if magnitudes else 0.0
                 row.isolated_carried_in = _carried_in([c for c, tf in zip(carried, replaced, strict=True) if not tf],
                                                       scale, theirs.dtype)
             self.rows.append(row)
@@ -102,7 +109,7 @@ class Observer:
 
 
 def _carried_in(carried: list[tuple[float, float]], scale: float, dtype: np.dtype) -> float:
-    """The error inputs carry into an output of `scale`: each input's at gain one (its absolute error over this
+    """The error inputs carry into an output of `scale`: each input's at gain one (the caller applies GAIN) (its absolute error over this
     scale, or its own scale error, whichever is larger), plus one rounding of the output where inputs differ."""
     total = sum(max(rel, err / scale if scale > 0 else 0.0) for err, rel in carried)
     return total + float(np.finfo(dtype).eps) if total > 0 and dtype.kind in "fV" else total

@@ -37,6 +37,7 @@ class Row:
     upstream_within: bool = True
     note: str = ""
     isolated_carried_in: float = 0.0  # what inputs the Session gave (no TF value) carried into the isolated run
+    magnitude: float = 0.0  # a sum of products': max of the op on |inputs|, the scale of its rounding (tolerances.py)
 
     @property
     def within(self) -> bool:
@@ -48,7 +49,15 @@ class Row:
         """Within its own tolerance on TF's inputs; None when not run isolated."""
         if self.isolated is None:
             return None
-        return self.isolated.scale_error <= self.tolerance + self.isolated_carried_in
+        return self.isolated_error <= self.tolerance + self.isolated_carried_in
+
+    @property
+    def isolated_error(self) -> float:
+        """The isolated scale error; for a sum of products, relative to its magnitude (at least its output's
+        scale)."""
+        if self.isolated is None:
+            return float("nan")
+        return self.isolated.max_abs / self.magnitude if self.magnitude > 0 else self.isolated.scale_error
 
     @property
     def verdict(self) -> str:
@@ -95,7 +104,7 @@ class Comparison:
                                          f"{r.ge_node}:{r.output} ({r.ge_type}, TF {r.tf_type}): scale error "
                                          f"{_number(r.metrics.scale_error)} against tolerance "
                                          f"{_number(r.tolerance)}, isolated "
-                                         f"{_number(r.isolated.scale_error) if r.isolated else '-'}"))
+                                         f"{_number(r.isolated_error) if r.isolated else '-'}"))
         return "\n".join(lines)
 
     def table_rows(self) -> list[list[str]]:
@@ -105,7 +114,7 @@ class Comparison:
             iso = r.isolated
             out.append([r.ge_node, r.ge_type, r.tf_node, r.tf_type, str(r.output), str(list(r.shape)), r.dtype,
                         _number(r.metrics.scale_error), _number(r.tolerance), _number(r.carried_in),
-                        "yes" if r.within else "no", _number(iso.scale_error) if iso else "-",
+                        "yes" if r.within else "no", _number(r.isolated_error) if iso else "-",
                         {None: "-", True: "yes", False: "no"}[r.within_isolated], r.note or r.verdict,
                         *(_number(v) for v in r.metrics.columns())])
         return out

@@ -21,6 +21,15 @@ PRODUCT_OPS = frozenset({
     "DepthwiseConv2dNativeBackpropInput", "Einsum", "FusedBatchNormGradV3", "FusedBatchNormV3", "L2Loss",
     "LogMatrixDeterminant", "MatMul", "MatrixDeterminant", "MatrixInverse", "MatrixTriangularSolve", "Mean", "Prod",
     "Sum"})
+# Sums of products, linear in each input: their rounding is relative to the sum of the terms' magnitudes (the op on
+# |inputs|), not to the result's, which cancellation can make as small as rounding noise (the gradient of a bias
+# before a BatchNormalization is zero in exact arithmetic).
+SUMS_OF_PRODUCTS = frozenset({
+    "BatchMatMulV2", "BatchMatMulV3", "BiasAddGrad", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput",
+    "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput", "Einsum",
+    "L2Loss", "MatMul", "Mean", "Sum"})
+# How much an op multiplies its inputs' relative error, to first order, where more than once: a square doubles it.
+GAIN = {"Square": 2.0, "SquaredDifference": 2.0}
 # A variable after one whole step (the README: every weight, slot and counter within 1e-5 of its own scale in
 # float32; 2e-2 with mixed_bfloat16).
 STEP_FLOAT32 = 1e-5
