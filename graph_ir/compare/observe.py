@@ -32,9 +32,9 @@ class _ObservedStep(Step):
 
 class Observer:
     """Makes the rows of one run: `benchmark` gives TF's values, `tf_types` the TF op type of each GE node that
-    stands for a TF node, `tolerance` its tolerance by TF op type, output dtype and input count."""
+    stands for a TF node, `tolerance` its tolerance (from the GE node, the TF op type and the output's dtype)."""
 
-    def __init__(self, benchmark: Benchmark, tf_types: dict[str, str], tolerance: Callable[[str, np.dtype, int], float],
+    def __init__(self, benchmark: Benchmark, tf_types: dict[str, str], tolerance: Callable[[Any, str, np.dtype], float],
                  isolated: bool = True):
         self.benchmark, self.tf_types, self.tolerance, self.isolated = benchmark, tf_types, tolerance, isolated
         self.rows: list[Row] = []
@@ -63,7 +63,8 @@ class Observer:
             results = [np.array(r, copy=True) for r in executor(node, tf_inputs)]
             magnitudes = None
             if self.tf_types[node.name] in SUMS_OF_PRODUCTS:
-                magnitudes = [float(np.max(np.abs(r), initial=0.0)) for r in executor(node, [np.abs(a) for a in tf_inputs])]
+                absolute = [np.abs(a) if a.dtype.kind in "fV" else a for a in tf_inputs]  # axes stay as they are
+                magnitudes = [float(np.max(np.abs(r), initial=0.0)) for r in executor(node, absolute)]
             self._isolated[node.name] = (results, replaced, magnitudes)
             return executor(node, inputs)
         return run
@@ -76,11 +77,11 @@ class Observer:
         upstream_within = not any(self._departed.get(name, False) for name, _ in given)
         isolated, replaced, magnitudes = self._isolated.pop(node.name, (None, [False] * len(given), None))
         tf_type = self.tf_types.get(node.name)
-        departed = not upstream_within
+        departed, uncompared = not upstream_within, []
         for j, ours in enumerate(results):
             theirs = self.benchmark(node.name, j) if tf_type is not None else None
-            if theirs is None:  # passed on as it came in
-                self._carried[(node.name, j)] = (sum(c[0] for c in carried), sum(c[1] for c in carried))
+            if theirs is None:
+                uncompared.append(j)
                 continue
             ours = np.asarray(ours)
             if ours.size == theirs.size:  # GE may hold a scalar as [1]: the same values
@@ -88,7 +89,7 @@ class Observer:
             found = metrics.compute(ours, theirs) if ours.shape == theirs.shape else metrics.NAN
             scale = float(np.max(np.abs(theirs), initial=0.0)) if theirs.dtype.kind in "fV" else 0.0
             row = Row(node.name, node.type, node.name, tf_type, j, tuple(theirs.shape), str(theirs.dtype), found,
-                      self.tolerance(tf_type, theirs.dtype, len(given)),
+                      self.tolerance(node, tf_type, theirs.dtype),
                       GAIN.get(tf_type, 1.0) * _carried_in(carried, scale, theirs.dtype),
                       upstream_within=upstream_within)
             if ours.shape != theirs.shape:
@@ -102,6 +103,12 @@ class Observer:
             self._carried[(node.name, j)] = (found.max_abs, found.scale_error)
             departed = departed or not row.within
         self._departed[node.name] = departed
+        # An output not compared (a While's TensorList, say) carries what came in and the node's compared errors.
+        compared = [self._carried[(node.name, j)] for j in range(len(results)) if j not in uncompared]
+        passed = (sum(c[0] for c in carried) + max((c[0] for c in compared), default=0.0),
+                  sum(c[1] for c in carried) + max((c[1] for c in compared), default=0.0))
+        for j in uncompared:
+            self._carried[(node.name, j)] = passed
         for i in (node.op.refs or {}).values():  # a Variable written in place holds what its writer carried in
             h = node.inputs[i]
             self._carried[(h.node.name, h.index)] = (sum(c[0] for c in carried), sum(c[1] for c in carried))

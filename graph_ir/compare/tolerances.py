@@ -5,6 +5,8 @@ Identity) and the optimizer ops, whose kernels are TF's own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 ROUNDING = 2e-6  # Eigen's approximations of exp, tanh, erf..., pooling sums in another order
@@ -42,6 +44,34 @@ def op_tolerance(tf_op: str, dtype: np.dtype | None = None, inputs: int = 0) -> 
     if tf_op in PRODUCT_OPS:
         return PRODUCT
     return ROUNDING if tf_op in ROUNDING_OPS else 0.0
+
+
+def _ge_tolerances() -> dict[str, float]:
+    """GE op type -> the largest tolerance among the TF ops lowered to it."""
+    from graph_ir.lowering.ops import LOWERINGS  # the lowering table (imports TensorFlow)
+
+    out: dict[str, float] = {}
+    for tf_op, lowering in LOWERINGS.items():
+        ge_type = getattr(lowering, "ge_type", None)
+        if ge_type is not None:
+            out[ge_type] = max(out.get(ge_type, 0.0), op_tolerance(tf_op))
+    return out
+
+
+def node_tolerance(node: Any, tf_op: str, dtype: np.dtype) -> float:
+    """The tolerance of GE node `node`, which stands for a TF op `tf_op` with an output of `dtype`. A functional node
+    (If, Case, While) gets the largest tolerance of the ops in its subgraphs, at any depth: its outputs are theirs."""
+    own = op_tolerance(tf_op, dtype, sum(h is not None for h in node.inputs))
+    if not node.subgraph_graphs:
+        return own
+    ge = _ge_tolerances()
+    pending, body = list(node.subgraph_graphs), own
+    while pending:
+        graph = pending.pop()
+        for inner in graph.nodes.values():
+            body = max(body, ge.get(inner.type, 0.0))
+            pending.extend(inner.subgraph_graphs)
+    return body
 
 
 def variable_tolerance(dtype: np.dtype) -> float:

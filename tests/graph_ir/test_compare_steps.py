@@ -133,3 +133,27 @@ def test_dropout_is_compared_without_disabling_it():
 def test_the_tolerances_are_the_readme_tables():
     for tf_op, (_, stated) in _table().items():
         assert tolerances.op_tolerance(tf_op) == _TOLERANCES[stated], tf_op
+
+
+def test_control_flow_is_compared_on_the_functional_nodes_outputs():
+    keras.utils.set_random_seed(4)
+    model = keras.Sequential([keras.Input((5, 4)), layers.LSTM(6), layers.Dense(3)])  # a While over TensorLists
+    optimizer = tf_plugin.optimizers.FusedEmaAdam(1e-2)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            error = y - model(x, training=True)
+            loss = tf.cond(tf.reduce_sum(x) > 0, lambda: tf.reduce_mean(tf.square(error)),
+                           lambda: tf.reduce_mean(tf.abs(error)))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    batch = batches(4, tf.TensorSpec((3, 5, 4)), tf.TensorSpec((3, 3)))
+    step(*batch(0))
+    comparison = compare_step(step, *batch(1))
+    assert comparison.first_departure is None and comparison.first_defect is None, comparison.summary()
+    functional = {r.ge_type for r in comparison.rows if r.isolated is None and r.ge_type not in ("Variable", "Const")}
+    assert {"While", "StatelessIf"} <= functional, functional
+    loop = next(r for r in comparison.rows if r.ge_type == "While")
+    assert loop.tolerance == tolerances.PRODUCT  # its body's MatMuls
