@@ -54,31 +54,35 @@ def run_step(step: Step, inputs: Sequence[np.ndarray], nodes: set[str]) -> TFRun
         dtype = tf.dtypes.as_dtype(placeholders[name].attr["dtype"].type)
         specs.append(tf.TensorSpec(np.shape(value), dtype, name=name))
 
+    fetched: list[tuple[str, int]] = []
+    op_types: dict[str, str] = {}
+
     def body(*args):
         graph = tf.compat.v1.get_default_graph()
         input_map = {name: graph.capture(var.handle) for name, (_, _, var) in step.variables.items()
                      if var is not None}
         input_map.update(zip(step.args, args))
         tf.graph_util.import_graph_def(step.graph_def, input_map=input_map, name=_PREFIX)
+        tensors = []
+        for name in sorted(nodes & set(placeholders)):
+            op = graph.get_operation_by_name(f"{_PREFIX}/{name}")
+            if op.type == "Placeholder":  # the step's inputs and variables: replaced by the input map
+                continue
+            op_types[name] = op.type
+            for j, tensor in enumerate(op.outputs):
+                if tensor.dtype not in _NOT_VALUES:
+                    fetched.append((name, j))
+                    tensors.append(tensor)
+        # What the step must run (its assigns, the optimizer), returned as a constant that waits for them.
+        with tf.control_dependencies([graph.get_operation_by_name(f"{_PREFIX}/{name}")
+                                      for name in dict.fromkeys(step.must_run)]):
+            done = tf.constant(True)
+        return tensors, done
 
-    wrapped = tf.compat.v1.wrap_function(body, specs)
-    graph = wrapped.graph
-    fetched: list[tuple[str, int]] = []
-    tensors, op_types = [], {}
-    for name in sorted(nodes & set(placeholders)):
-        op = graph.get_operation_by_name(f"{_PREFIX}/{name}")
-        if op.type == "Placeholder":  # the step's inputs and variables: replaced by the input map
-            continue
-        op_types[name] = op.type
-        for j, tensor in enumerate(op.outputs):
-            if tensor.dtype not in _NOT_VALUES:
-                fetched.append((name, j))
-                tensors.append(tensor)
-    must_run = [graph.get_operation_by_name(f"{_PREFIX}/{name}") for name in dict.fromkeys(step.must_run)]
     try:
-        pruned = wrapped.prune(feeds=wrapped.inputs, fetches=[tensors, must_run])
+        wrapped = tf.compat.v1.wrap_function(body, specs)
         with _graph_as_written():
-            results, _ = pruned(*(tf.constant(v, dtype=s.dtype) for v, s in zip(inputs, specs, strict=True)))
+            results, _ = wrapped(*(tf.constant(v, dtype=s.dtype) for v, s in zip(inputs, specs, strict=True)))
     except (tf.errors.OpError, ValueError, TypeError) as e:
         raise GraphError(f"running {step.name} in TensorFlow to compare it: {type(e).__name__}: {e}") from e
     values = {key: np.asarray(tensor.numpy()) for key, tensor in zip(fetched, results, strict=True)}

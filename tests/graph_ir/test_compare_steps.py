@@ -53,7 +53,11 @@ def _first_of_type(step, batch, ge_type: str) -> str:
 @pytest.mark.parametrize("case", [_cnn_case, _attention_case])
 def test_a_clean_step_is_within_tolerance_at_every_node(case):
     step, batch = case(3)
+    held = step.get_concrete_function(*batch).graph.variables
+    before = [v.numpy().copy() for v in held]
     comparison = compare_step(step, *batch)
+    after = [v.numpy().copy() for v in held]
+    assert held and any(not np.array_equal(a, b) for a, b in zip(after, before, strict=True))  # TF ran the whole step
     assert comparison.first_defect is None, comparison.summary()
     assert all(r.within_isolated is not False for r in comparison.rows)
     # Out of tolerance accumulated only where a node amplifies earlier rounding (Adam's m / sqrt(v)), never
