@@ -6,7 +6,8 @@ the header's order, each `size` long. File name: {op_type}.{op_name, '/' and '.'
 {16-digit timestamp}. The reader takes the node's name from the header's op_name, not from the file name.
 
 A file is refused with one GraphError naming it and the field when: it is shorter than 8 bytes; its header length
-is past its end or above MAX_HEADER_BYTES; the header does not parse; it holds more than MAX_TENSORS tensors; a
+is past its end or above MAX_HEADER_BYTES; it holds more than MAX_TENSORS tensors (counted on the wire, before the
+header is parsed); the header does not parse; a
 tensor's data_type is not a numeric type of graph_ir.dtypes, its format not a plain layout (ND, NCHW, NHWC, NCDHW,
 NDHWC: fractal layouts need msaccucmp's conversion), its shape's element count times its dtype's size differs from
 its size, or it carries its data inline; the sizes' running sum passes the end of the file, or leaves bytes over.
@@ -96,14 +97,15 @@ def read_dump(path: str) -> DumpFile:
             raise refuse("header length", f"{header_length} bytes, past the end of the file ({size - 8} after it)")
         if header_length > MAX_HEADER_BYTES:
             raise refuse("header length", f"{header_length} bytes, above the {MAX_HEADER_BYTES} a header holds")
+        raw = f.read(header_length)
         try:
-            header = DumpData.FromString(f.read(header_length))
+            if _count_tensors(raw) > MAX_TENSORS:  # counted on the wire, before protobuf builds them
+                raise refuse("input/output", f"more than the {MAX_TENSORS} tensors a dump file holds")
+            header = DumpData.FromString(raw)
         except DecodeError as e:
             raise refuse("header", f"not a DumpData message ({e})") from None
         entries = [("input", k, t) for k, t in enumerate(header.input)] + \
                   [("output", k, t) for k, t in enumerate(header.output)]
-        if len(entries) > MAX_TENSORS:
-            raise refuse("input/output", f"{len(entries)} tensors, above the {MAX_TENSORS} a dump file holds")
         offset = 8 + header_length
         layout = []
         for kind, k, tensor in entries:
@@ -120,6 +122,44 @@ def read_dump(path: str) -> DumpFile:
             f.seek(start)
             out[kind].append(np.frombuffer(f.read(nbytes), dtype=dtype).reshape(shape).copy())
     return DumpFile(path, header.op_name, header.dump_time, out["input"], out["output"])
+
+
+_TENSOR_FIELDS = (DumpData.DESCRIPTOR.fields_by_name["input"].number, DumpData.DESCRIPTOR.fields_by_name["output"].number)
+
+
+def _count_tensors(raw: bytes) -> int:
+    """How many input and output entries a serialized DumpData holds (up to MAX_TENSORS + 1), read from its
+    top-level fields on the wire (protobuf's encoding: a varint key, field number and wire type; then the value)."""
+    count, pos = 0, 0
+    while pos < len(raw) and count <= MAX_TENSORS:
+        key, pos = _varint(raw, pos)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint(raw, pos)
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, pos = _varint(raw, pos)
+            pos += length
+            count += (key >> 3) in _TENSOR_FIELDS
+        else:
+            raise DecodeError(f"wire type {wire} at byte {pos}")
+    if pos > len(raw):
+        raise DecodeError("a field runs past the header's end")
+    return count
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    for shift in range(0, 70, 7):
+        if pos >= len(raw):
+            raise DecodeError("a varint runs past the header's end")
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+    raise DecodeError("a varint longer than 10 bytes")
 
 
 def _checked_tensor(tensor: Any, field: str, refuse: Callable[[str, str], GraphError]) -> tuple[np.dtype, tuple]:

@@ -115,7 +115,14 @@ HOSTILE = {
     "bytes left over": (lambda p: _file(p, _header((FLOAT, ND, [1], 4)), b"\0" * 5), "size"),
     "many tiny tensors": (lambda p: _file(p, _header(*[(FLOAT, ND, [0], 0)] * (MAX_TENSORS + 1))), "input/output"),
     "header above the bound": (lambda p: _file(p, b"\0" * (MAX_HEADER_BYTES + 1)), "header length"),
+    "a header full of tiny tensors": (lambda p: _file(p, _many_tiny(MAX_HEADER_BYTES)), "input/output"),
+    "a varint past the end": (lambda p: _file(p, b"\x1a\xff\xff"), "header"),
 }
+
+
+def _many_tiny(nbytes: int) -> bytes:
+    """A DumpData of as many empty outputs as `nbytes` holds (two bytes each: field 3, length 0)."""
+    return bytes([(3 << 3) | 2, 0]) * (nbytes // 2)
 
 
 def _write(tmp_path, content: bytes) -> str:
