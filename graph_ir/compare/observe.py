@@ -116,8 +116,9 @@ class Observer:
 
 
 def _carried_in(carried: list[tuple[float, float]], scale: float, dtype: np.dtype) -> float:
-    """The error inputs carry into an output of `scale`: each input's at gain one (the caller applies GAIN) (its absolute error over this
-    scale, or its own scale error, whichever is larger), plus one rounding of the output where inputs differ."""
+    """The error inputs carry into an output of `scale`: each input's at gain one (its absolute error over this
+    scale, or its own scale error, whichever is larger; GAIN is the caller's), plus one rounding of the output
+    where inputs differ."""
     total = sum(max(rel, err / scale if scale > 0 else 0.0) for err, rel in carried)
     return total + float(np.finfo(dtype).eps) if total > 0 and dtype.kind in "fV" else total
 

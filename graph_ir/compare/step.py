@@ -55,9 +55,10 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
         run_observed(session, 0, arrays, observer)
         rows = observer.rows
         departed = any(not r.within for r in rows)
+        half_step = any(r.dtype in ("float16", "bfloat16") for r in rows)
         for ge, _, var in step.variables.values():
             if ge in held and var is not None:
-                rows.append(_variable_row(ge, session.get_variables([ge])[0], var, departed))
+                rows.append(_variable_row(ge, session.get_variables([ge])[0], var, departed, half_step))
     finally:
         session.remove_graph(0)
     return Comparison(rows)
@@ -71,10 +72,10 @@ def _holds(session: Session, name: str) -> bool:
     return True
 
 
-def _variable_row(ge_name: str, ours: np.ndarray, variable: Any, departed: bool) -> Row:
+def _variable_row(ge_name: str, ours: np.ndarray, variable: Any, departed: bool, half_step: bool) -> Row:
     theirs = np.asarray(variable.numpy())
     if ours.shape != theirs.shape:
         raise GraphError(f"Variable {ge_name!r} is {list(ours.shape)} in the Session but {list(theirs.shape)} in TF")
     return Row(ge_name, "Variable", variable.name, "Variable", 0, tuple(theirs.shape), str(theirs.dtype),
-               metrics.compute(ours, theirs), tolerances.variable_tolerance(theirs.dtype), carried_in=0.0,
+               metrics.compute(ours, theirs), tolerances.variable_tolerance(theirs.dtype, half_step), carried_in=0.0,
                upstream_within=not departed)

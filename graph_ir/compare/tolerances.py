@@ -38,12 +38,14 @@ STEP_FLOAT32 = 1e-5
 STEP_HALF = 2e-2
 
 
-def op_tolerance(tf_op: str, dtype: np.dtype | None = None, inputs: int = 0) -> float:
-    """The tolerance of TF op type `tf_op` (0.0: bitwise); `dtype` and `inputs` (its output's dtype and its input
-    count) are for rules by dtype, none yet."""
-    if tf_op in PRODUCT_OPS:
-        return PRODUCT
-    return ROUNDING if tf_op in ROUNDING_OPS else 0.0
+def op_tolerance(tf_op: str, dtype: np.dtype | None = None) -> float:
+    """The tolerance of TF op type `tf_op` (0.0: bitwise) with an output of `dtype`: the table's are float32's; in
+    float16 or bfloat16 an op that is not bitwise may round its result to the other neighbour, one rounding of that
+    dtype."""
+    tolerance = PRODUCT if tf_op in PRODUCT_OPS else ROUNDING if tf_op in ROUNDING_OPS else 0.0
+    if tolerance and dtype is not None and np.dtype(dtype).itemsize == 2 and np.dtype(dtype).kind in "fV":
+        return max(tolerance, float(np.finfo(dtype).eps))
+    return tolerance
 
 
 def _ge_tolerances() -> dict[str, float]:
@@ -61,7 +63,7 @@ def _ge_tolerances() -> dict[str, float]:
 def node_tolerance(node: Any, tf_op: str, dtype: np.dtype) -> float:
     """The tolerance of GE node `node`, which stands for a TF op `tf_op` with an output of `dtype`. A functional node
     (If, Case, While) gets the largest tolerance of the ops in its subgraphs, at any depth: its outputs are theirs."""
-    own = op_tolerance(tf_op, dtype, sum(h is not None for h in node.inputs))
+    own = op_tolerance(tf_op, dtype)
     if not node.subgraph_graphs:
         return own
     ge = _ge_tolerances()
@@ -74,6 +76,8 @@ def node_tolerance(node: Any, tf_op: str, dtype: np.dtype) -> float:
     return body
 
 
-def variable_tolerance(dtype: np.dtype) -> float:
-    """The tolerance of a variable the step writes, by its dtype."""
-    return STEP_HALF if np.dtype(dtype).itemsize <= 2 and np.dtype(dtype).kind in "fV" else STEP_FLOAT32
+def variable_tolerance(dtype: np.dtype, half_step: bool = False) -> float:
+    """The tolerance of a variable the step writes, by its dtype, or STEP_HALF for any variable of a step that
+    computes in float16 or bfloat16 (`half_step`: mixed precision keeps float32 variables)."""
+    half = np.dtype(dtype).itemsize == 2 and np.dtype(dtype).kind in "fV"
+    return STEP_HALF if half or half_step else STEP_FLOAT32

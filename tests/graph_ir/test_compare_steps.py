@@ -5,6 +5,7 @@ departure and as out of tolerance isolated."""
 from __future__ import annotations
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,7 +15,7 @@ import tf_plugin
 from graph_ir.compare import compare_step, tolerances
 from graph_ir.executors import EXECUTORS
 from graph_ir.lowering.entry import from_tensorflow
-from tests.helpers.train_steps import attention, batches, train_step
+from tests.helpers.train_steps import attention, batches, mlp, train_step
 from tests.packaging.test_lowering_table import _TOLERANCES, _table
 
 
@@ -161,3 +162,20 @@ def test_control_flow_is_compared_on_the_functional_nodes_outputs():
     assert {"While", "StatelessIf"} <= functional, functional
     loop = next(r for r in comparison.rows if r.ge_type == "While")
     assert loop.tolerance == tolerances.PRODUCT  # its body's MatMuls
+
+
+def test_a_mixed_bfloat16_step_is_within_at_every_node():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(6)
+        step = train_step(mlp(), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                          tf_plugin.optimizers.FusedEmaAdam(1e-2))
+        batch = batches(6, tf.TensorSpec((16, 12)), tf.TensorSpec((16,), tf.int32), y_high=5)
+        step(*batch(0))
+        comparison = compare_step(step, *batch(1))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert comparison.first_departure is None and comparison.first_defect is None, comparison.summary()
+    assert any(r.dtype == "bfloat16" and r.tolerance == float(np.finfo(ml_dtypes.bfloat16).eps)
+               for r in comparison.rows)  # a product in bfloat16: one rounding of it
+    assert all(r.tolerance == tolerances.STEP_HALF for r in comparison.rows if r.ge_type == "Variable")
