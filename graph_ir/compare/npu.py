@@ -35,8 +35,10 @@ def compare_dumps(graph: Graph, inputs: Sequence[Any], folder: str, tolerance: f
     the dump's values of its inputs. `tolerance`: the scale error (max |Session - dump| / max |dump|) each node may
     have, one for all (the lowering table's are TF's, not the device's). The rows' TF columns hold the dump's node
     name and the GE type."""
-    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
-        raise ValueError(f"compare_dumps: tolerance must be a number >= 0, got {tolerance!r}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
+        raise ValueError(f"compare_dumps: tolerance must be a finite number >= 0, got {tolerance!r:.80}")
+    if not isinstance(isolated, bool):
+        raise TypeError(f"compare_dumps: isolated must be a bool, got {isolated!r:.80}")
     dumps = read_dump_folder(folder)
     types = {name: graph.nodes[name].type for name in dumps if name in graph.nodes}
 

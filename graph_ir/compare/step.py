@@ -36,6 +36,8 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
     Raises:
       LoweringError: the step does not lower. GraphError: it does not run.
     """
+    if not isinstance(isolated, bool):
+        raise TypeError(f"compare_step: isolated must be a bool, got {isolated!r:.80}")
     arrays = [np.asarray(x) for x in inputs]
     specs = [tf.TensorSpec(a.shape, tf.dtypes.as_dtype(a.dtype)) for a in arrays]
     if graph is None:

@@ -84,6 +84,15 @@ def test_a_device_with_one_wrong_kernel_is_named_and_its_consumers_are_not(tmp_p
     assert all(r.within_isolated is not False for r in comparison.rows if r.ge_node != target)  # ...not isolated
 
 
+def test_compare_dumps_refuses_misuse(tmp_path):
+    graph, batch = _lowered_cnn()
+    for tolerance in (-1.0, float("nan"), float("inf"), "1e-3", True):
+        with pytest.raises(ValueError, match="tolerance must be a finite number"):
+            compare_dumps(graph, batch, str(tmp_path), tolerance=tolerance)
+    with pytest.raises(TypeError, match="isolated must be a bool"):
+        compare_dumps(graph, batch, str(tmp_path), isolated="yes")
+
+
 def _header(*tensors: tuple[int, int, list[int], int], op_name: str = "n") -> bytes:
     """A serialized DumpData of outputs (data_type, format, dims, size)."""
     header = DumpData(op_name=op_name)
