@@ -62,6 +62,7 @@ def _tensorflow_extras() -> dict[str, list[str]]:
 
 
 GE_PROTO = "graph_ir/proto/ge_ir.proto"
+DUMP_PROTO = "graph_ir/proto/dump_data.proto"  # CANN's dump files (graph_ir/compare/dump.py), in the same set
 GE_DESCRIPTOR_SET = "graph_ir/proto/ge_ir.desc"
 
 
@@ -83,13 +84,15 @@ class BuildTfOps(build_ext):
                        env={**os.environ, "PYTHONPATH": here})
 
     def _compile_ge_proto(self, here: str) -> None:
-        """ge_ir.proto -> a FileDescriptorSet that graph_ir.proto loads with the protobuf runtime."""
+        """ge_ir.proto and dump_data.proto -> a FileDescriptorSet that graph_ir.proto loads with the protobuf
+        runtime."""
         from grpc_tools import protoc
 
         out = os.path.join(here, GE_DESCRIPTOR_SET)
         proto_dir = os.path.dirname(os.path.join(here, GE_PROTO))
-        if protoc.main(["protoc", f"-I{proto_dir}", f"--descriptor_set_out={out}", os.path.join(here, GE_PROTO)]):
-            raise RuntimeError(f"protoc failed on {GE_PROTO}")
+        if protoc.main(["protoc", f"-I{proto_dir}", f"--descriptor_set_out={out}", os.path.join(here, GE_PROTO),
+                        os.path.join(here, DUMP_PROTO)]):
+            raise RuntimeError(f"protoc failed on {GE_PROTO} or {DUMP_PROTO}")
         target = os.path.join(self.build_lib, GE_DESCRIPTOR_SET)
         if os.path.isdir(os.path.dirname(target)):
             self.copy_file(out, target)
@@ -158,7 +161,7 @@ setup(
                                                                  "direct_conv", "direct_conv_filter", "direct_conv_binding",
                                                                  "row_sums", "row_sums_binding")]),
     ],
-    package_data={"graph_ir": ["proto/ge_ir.proto", "proto/ge_ir.desc"]},
+    package_data={"graph_ir": ["proto/ge_ir.proto", "proto/dump_data.proto", "proto/ge_ir.desc"]},
     cmdclass={"build_ext": BuildTfOps},
     python_requires=">=3.10",
     # mkl: graph_ir's matrix products (graph_ir/executors/gemm.py), 25-35% faster than NumPy's OpenBLAS here; where

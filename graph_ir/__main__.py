@@ -1,4 +1,4 @@
-"""`python -m graph_ir VERB ...`: see graph_ir/cli (convert, missing, run, show, draw, ops)."""
+"""`python -m graph_ir VERB ...`: see graph_ir/cli (convert, missing, run, show, draw, compare, ops)."""
 
 from __future__ import annotations
 

@@ -5,9 +5,11 @@
   run       a .air on .npy / .npz inputs; writes the outputs (.npz) and prints them with --print
   show      a graph's inputs, outputs, variables, op types and subgraphs (every node with --nodes)
   draw      a graph as GE's ONNX-format graph dump (.onnx), which Netron opens
+  compare   an NPU's CANN dump files against the Session, node by node (exit 1 when a node departs)
   ops       every TF op type the lowering knows, with its GE op(s)
 
-Exit status: 0 done; 1 the answer is no (`missing` found ops the lowering cannot take); 2 the command line or an
+Exit status: 0 done; 1 the answer is no (`missing` found ops the lowering cannot take, `compare` a node that
+departs); 2 the command line or an
 input is wrong (a missing file, a bad shape string, an unknown signature, a graph that cannot be lowered or run),
 said in one line on stderr naming the file, argument or node."""
 
@@ -16,11 +18,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_ir.cli import convert, draw, inspect, ops_table, run_graph
+from graph_ir.cli import compare_dumps, convert, draw, inspect, ops_table, run_graph
 from graph_ir.errors import GraphError
 
 VERBS = {"convert": convert, "missing": convert.Missing, "run": run_graph, "show": inspect, "draw": draw,
-         "ops": ops_table}
+         "compare": compare_dumps, "ops": ops_table}
 
 
 def main(argv: list[str] | None = None) -> int:

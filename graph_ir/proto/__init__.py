@@ -1,4 +1,5 @@
-"""The ge.proto message classes, built by the protobuf library from graph_ir/proto/ge_ir.proto.
+"""The ge.proto message classes, built by the protobuf library from graph_ir/proto/ge_ir.proto (and DumpData, CANN's
+dump file header, from graph_ir/proto/dump_data.proto).
 
 The package build compiles ge_ir.proto with protoc (grpcio-tools) into a descriptor set, ge_ir.desc, next to it;
 here the protobuf runtime turns that descriptor into message classes, in a pool of their own so that another copy
@@ -46,11 +47,14 @@ ShapeDef = _message("ShapeDef")
 AttrDef = _message("AttrDef")
 NamedAttrs = _message("NamedAttrs")
 ListValue = AttrDef.ListValue
+# CANN's dump file header (graph_ir/proto/dump_data.proto, compiled into the same descriptor set).
+DumpData = message_factory.GetMessageClass(POOL.FindMessageTypeByName("toolkit.dumpdata.DumpData"))
 VT = {name: number for name, number in ListValue.ListValueType.items()}
 
 __all__ = [
     "VT",
     "AttrDef",
+    "DumpData",
     "GraphDef",
     "ListValue",
     "ModelDef",

@@ -1,0 +1,42 @@
+"""`python -m graph_ir compare GRAPH.air DUMPS --inputs INPUTS.npz`: a folder of CANN dump files (an NPU's) compared
+with graph_ir.Session node by node (`--write-dumps` writes the Session's own instead). A TF step is compared from
+Python (graph_ir.compare.compare_step): a command line cannot trace a tf.function."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+HELP = "compare CANN dump files with graph_ir.Session, node by node (exit 1 when a node departs)"
+
+
+def add(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("graph", help="the .air file the dumps are of")
+    parser.add_argument("dumps", help="the folder of dump files (or, with --write-dumps, the folder to write)")
+    parser.add_argument("--inputs", required=True, help="the graph's inputs, an .npz of np.savez(path, *inputs)")
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="the scale error a node may have (1e-3)")
+    parser.add_argument("--csv", help="write the table as CSV (msaccucmp's columns) to this file")
+    parser.add_argument("--no-isolated", action="store_true", help="do not run each node on the dump's inputs")
+    parser.add_argument("--write-dumps", action="store_true", help="write the Session's run as dump files")
+
+
+def run(args: argparse.Namespace) -> int:
+    import graph_ir
+    from graph_ir.compare import compare_dumps, write_dumps
+
+    with np.load(args.inputs, allow_pickle=False) as npz:
+        inputs = [npz[name] for name in npz.files]
+    graph = graph_ir.load(args.graph)
+    if args.write_dumps:
+        written = write_dumps(graph, inputs, args.dumps)
+        print(f"wrote {len(written)} dump files to {args.dumps}")
+        return 0
+    comparison = compare_dumps(graph, inputs, args.dumps, tolerance=args.tolerance, isolated=not args.no_isolated)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            f.write(comparison.to_csv())
+        print(comparison.summary())
+    else:
+        print(comparison.format_table())
+    return 1 if comparison.first_departure is not None else 0

@@ -1,0 +1,28 @@
+"""Where a lowered step departs from TensorFlow: node by node (docs/compare.md).
+
+- compare_step(fn, *inputs): runs the step once in TF and once in graph_ir.Session on the same inputs and state.
+  One row per GE node output that stands for a TF tensor (the GE node has the TF node's name), in execution order,
+  then one per variable the step holds, after the step: msaccucmp's metrics (graph_ir/compare/metrics.py), the
+  scale error max |GE - TF| / max |TF| and the TF op's tolerance from the lowering table
+  (graph_ir/compare/tolerances.py).
+- Accumulated, a node runs on the Session's own inputs; it is within when its scale error is at most its tolerance
+  plus the largest scale error among its inputs (the error it carried in). Isolated, it runs again on TF's values
+  of its inputs and is within when its scale error is at most its tolerance. Out of tolerance isolated is a defect;
+  within isolated but out accumulated, the node amplifies earlier rounding.
+- The first departure is the first row out of tolerance whose inputs were all within; the first defect the first
+  row out of tolerance isolated.
+- CANN's dump files (graph_ir/compare/dump.py): write_dumps writes a Session's run as GE's dump does;
+  compare_dumps compares a folder of them (an NPU's) with the Session by GE node name, accumulated and isolated
+  (each node run on the dump's values of its inputs).
+- Functional nodes (If, Case, While) are compared on their outputs, accumulated only; the nodes of their bodies
+  are not rows.
+"""
+
+from graph_ir.compare.dump import DumpFile, read_dump, read_dump_folder, write_dump
+from graph_ir.compare.metrics import COLUMNS, Metrics, compute
+from graph_ir.compare.npu import compare_dumps, write_dumps
+from graph_ir.compare.report import Comparison, Row
+from graph_ir.compare.step import compare_step
+
+__all__ = ["COLUMNS", "Comparison", "DumpFile", "Metrics", "Row", "compare_dumps", "compare_step", "compute",
+           "read_dump", "read_dump_folder", "write_dump", "write_dumps"]

@@ -1,0 +1,140 @@
+"""A comparison's rows, its first departure and first defect, and how it is printed or written as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+
+from graph_ir.compare.metrics import COLUMNS, Metrics
+
+_ROW_COLUMNS = ("GENode", "GEType", "TFNode", "TFType", "Output", "Shape", "DType")
+_OUR_COLUMNS = ("ScaleError", "Tolerance", "CarriedIn", "Within", "IsolatedScaleError", "IsolatedWithin", "Verdict")
+
+
+@dataclass
+class Row:
+    """One compared output: a GE node's output `output` against the TF tensor it stands for (or a variable the
+    step writes, after the step: `ge_type` "Variable").
+
+    `metrics` are accumulated (the node run on the Session's own inputs), `isolated` the node run on TF's values
+    of its inputs where TF has them (None where it was not run isolated). `carried_in` is the largest scale error among the node's
+    inputs: accumulated, the node is within when its scale error is at most its tolerance plus what it carried
+    in. `upstream_within` says whether every node it depends on was within."""
+
+    ge_node: str
+    ge_type: str
+    tf_node: str
+    tf_type: str
+    output: int
+    shape: tuple[int, ...]
+    dtype: str
+    metrics: Metrics
+    tolerance: float
+    carried_in: float = 0.0
+    isolated: Metrics | None = None
+    upstream_within: bool = True
+    note: str = ""
+    isolated_carried_in: float = 0.0  # what inputs the Session gave (no TF value) carried into the isolated run
+    magnitude: float = 0.0  # a sum of products': max of the op on |inputs|, the scale of its rounding (tolerances.py)
+
+    @property
+    def within(self) -> bool:
+        """Accumulated within tolerance (its own, plus the error carried in from its inputs)."""
+        return self.metrics.scale_error <= self.tolerance + self.carried_in and not self.note
+
+    @property
+    def within_isolated(self) -> bool | None:
+        """Within its own tolerance on TF's inputs; None when not run isolated."""
+        if self.isolated is None:
+            return None
+        return self.isolated_error <= self.tolerance + self.isolated_carried_in
+
+    @property
+    def isolated_error(self) -> float:
+        """The isolated scale error; for a sum of products, relative to its magnitude (at least its output's
+        scale)."""
+        if self.isolated is None:
+            return float("nan")
+        return self.isolated.max_abs / self.magnitude if self.magnitude > 0 else self.isolated.scale_error
+
+    @property
+    def verdict(self) -> str:
+        """"defect" (out of tolerance isolated), "amplifies" (within isolated, out accumulated: it grows earlier
+        rounding), "departs" (out accumulated, not run isolated), or "ok"."""
+        if self.within_isolated is False:
+            return "defect"
+        if not self.within:
+            return "amplifies" if self.within_isolated else "departs"
+        return "ok"
+
+
+@dataclass
+class Comparison:
+    """The rows of a compared step, in execution order (the variables it writes last)."""
+
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def first_departure(self) -> Row | None:
+        """The first row out of tolerance whose inputs were all within."""
+        return next((r for r in self.rows if not r.within and r.upstream_within), None)
+
+    @property
+    def first_defect(self) -> Row | None:
+        """The first row out of its tolerance isolated: a node wrong on its own."""
+        return next((r for r in self.rows if r.within_isolated is False), None)
+
+    def row(self, ge_node: str, output: int = 0) -> Row:
+        """The row of GE node `ge_node`'s output `output`."""
+        for r in self.rows:
+            if r.ge_node == ge_node and r.output == output:
+                return r
+        raise KeyError(f"no row for GE node {ge_node!r} output {output}")
+
+    def summary(self) -> str:
+        """Nodes compared, within tolerance (accumulated and isolated), the first departure and first defect."""
+        within = sum(r.within for r in self.rows)
+        isolated = [r for r in self.rows if r.isolated is not None]
+        lines = [(f"compared {len(self.rows)} outputs: {within} within tolerance accumulated, "
+                 f"{sum(bool(r.within_isolated) for r in isolated)} of {len(isolated)} run isolated within")]
+        for label, r in (("first departure", self.first_departure), ("first defect", self.first_defect)):
+            lines.append(f"{label}: " + ("none" if r is None else
+                                         f"{r.ge_node}:{r.output} ({r.ge_type}, TF {r.tf_type}): scale error "
+                                         f"{_number(r.metrics.scale_error)} against tolerance "
+                                         f"{_number(r.tolerance)}, isolated "
+                                         f"{_number(r.isolated_error) if r.isolated else '-'}"))
+        return "\n".join(lines)
+
+    def table_rows(self) -> list[list[str]]:
+        """The header and one list of cells per row: our columns, then msaccucmp's."""
+        out = [[*_ROW_COLUMNS, *_OUR_COLUMNS, *COLUMNS]]
+        for r in self.rows:
+            iso = r.isolated
+            out.append([r.ge_node, r.ge_type, r.tf_node, r.tf_type, str(r.output), str(list(r.shape)), r.dtype,
+                        _number(r.metrics.scale_error), _number(r.tolerance), _number(r.carried_in),
+                        "yes" if r.within else "no", _number(r.isolated_error) if iso else "-",
+                        {None: "-", True: "yes", False: "no"}[r.within_isolated], r.note or r.verdict,
+                        *(_number(v) for v in r.metrics.columns())])
+        return out
+
+    def to_csv(self) -> str:
+        """The table as CSV text."""
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(self.table_rows())
+        return text.getvalue()
+
+    def format_table(self, columns: int = 9) -> str:
+        """A plain-text table of the first `columns` msaccucmp columns beside ours, then the summary."""
+        keep = len(_ROW_COLUMNS) + len(_OUR_COLUMNS) + columns
+        cells = [row[:keep] for row in self.table_rows()]
+        widths = [max(len(row[k]) for row in cells) for k in range(len(cells[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+        return "\n".join([*lines, "", self.summary()])
+
+
+def _number(value: float) -> str:
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return "0" if value == 0 else f"{value:.4g}"

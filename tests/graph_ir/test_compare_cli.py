@@ -1,0 +1,76 @@
+"""`python -m graph_ir compare`: writes a Session's dumps of a lowered step, compares a dump folder with the
+Session (the table, or CSV with msaccucmp's columns), ends on the summary; and whether msprobe's msaccucmp can read
+our dump files where it is installed."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from graph_ir.__main__ import main
+from graph_ir.compare import COLUMNS, read_dump_folder, write_dump
+from tests.graph_ir.test_compare_dumps import _lowered_cnn
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    graph, batch = _lowered_cnn()
+    graph.save(str(folder / "step.air"))
+    np.savez(str(folder / "inputs.npz"), *batch)
+    assert main(["compare", str(folder / "step.air"), str(folder / "dump"), "--inputs", str(folder / "inputs.npz"),
+                 "--write-dumps"]) == 0
+    return folder, graph
+
+
+def test_the_table_of_a_clean_dump_ends_on_the_summary(dumped, capsys):
+    folder, _ = dumped
+    capsys.readouterr()
+    status = main(["compare", str(folder / "step.air"), str(folder / "dump"), "--inputs", str(folder / "inputs.npz"),
+                   "--tolerance", "0"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert out.splitlines()[0].split()[:3] == ["GENode", "GEType", "TFNode"]
+    assert "first departure: none" in out and "first defect: none" in out
+    rows = sum(len(d.outputs) for d in read_dump_folder(str(folder / "dump")).values())
+    assert f"compared {rows} outputs: {rows} within tolerance accumulated" in out.split("\n\n")[-1]
+
+
+def test_csv_of_a_perturbed_dump_names_the_node(dumped, tmp_path, capsys):
+    folder, graph = dumped
+    perturbed = tmp_path / "dump"
+    perturbed.mkdir()
+    dumps = read_dump_folder(str(folder / "dump"))
+    target = next(n.name for n in graph.topological_order() if n.type == "Conv2D")
+    for name, dump in dumps.items():
+        outputs = [o * np.float32(1.01) for o in dump.outputs] if name == target else dump.outputs
+        write_dump(str(perturbed / os.path.basename(dump.path)), name, dump.inputs, outputs, dump.dump_time)
+    out_csv = tmp_path / "table.csv"
+    status = main(["compare", str(folder / "step.air"), str(perturbed), "--inputs", str(folder / "inputs.npz"),
+                   "--tolerance", "1e-5", "--csv", str(out_csv)])
+    assert status == 1
+    summary = capsys.readouterr().out
+    assert f"first departure: {target}:0" in summary and f"first defect: {target}:0" in summary
+    with open(out_csv) as f:
+        table = list(csv.reader(f))
+    assert table[0][-len(COLUMNS):] == list(COLUMNS)
+    row = next(r for r in table if r[0] == target)
+    assert row[table[0].index("Verdict")] == "defect"
+    assert float(row[table[0].index("MaxRelativeError")]) == pytest.approx(1 - 1 / 1.01, rel=1e-3)  # of the dump
+
+
+def test_msaccucmp_reads_our_dump_files_where_installed(dumped):
+    """msprobe's msaccucmp parses a dump header only through CANN's libascend_dump_parser.so (its
+    big_dump_data.py, ParseDumpProtoToJson), which the mindstudio-probe wheel does not ship."""
+    big_dump_data = pytest.importorskip("msprobe.msaccucmp.dump_parse.big_dump_data")
+    compare_error = pytest.importorskip("msprobe.msaccucmp.cmp_utils.constant.compare_error").CompareError
+    folder, _ = dumped
+    dump = next(iter(read_dump_folder(str(folder / "dump")).values()))
+    try:
+        parsed = big_dump_data.BigDumpDataParser(dump.path).parse()
+    except compare_error as e:  # raised when the CANN library is missing
+        pytest.skip(f"msaccucmp cannot parse dump files without CANN here: {e!r}")
+    assert parsed.op_name == dump.op_name
