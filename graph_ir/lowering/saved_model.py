@@ -94,12 +94,22 @@ def with_input_shapes(concrete, input_shapes: str | Mapping[str, Any] | None) ->
     return tf.function(call, autograph=False), specs
 
 
+def _register_our_ops() -> None:
+    """Loads tf_plugin's op library, which a SavedModel trained with PowerSign or FusedEmaAdam holds ops of (TF
+    cannot load it otherwise); without tf_plugin installed, TF's own error names the op."""
+    try:
+        import tf_plugin  # noqa: F401
+    except ImportError:
+        pass
+
+
 def saved_model_function(path: str, signature: str = "serving_default") -> tuple[Any, Any]:
     """(the loaded SavedModel, the ConcreteFunction of `signature`): a serving signature, or a tf.function saved as
     an attribute (a training step saved with its variables) with one input signature. Keep the first alive while
     the second is used: its variables belong to it."""
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
         raise LoweringError(f"SavedModel {str(path)!r}: no such directory")
+    _register_our_ops()
     try:
         loaded = tf.saved_model.load(os.fspath(path))
     except Exception as e:  # TF's own reader: a missing or corrupt saved_model.pb, an op it does not know

@@ -149,3 +149,41 @@ def test_convert_a_frozen_graph_with_out_nodes(tmp_path):
     with np.load(tmp_path / "out.npz") as got:
         np.testing.assert_allclose(got["output_0"], model(x).numpy(), rtol=1e-5, atol=1e-6)
     _one_error_line(_cli("convert", path, air, ok=None), r"is a file: a frozen GraphDef needs --out_nodes")
+
+
+@pytest.mark.slow
+def test_convert_a_keras_application_and_a_saved_training_step(tmp_path):
+    """ATC's two everyday inputs: a keras.applications model exported for serving, and a training step saved with its
+    variables; each converted with --input_shape, then run by `run` equal to TF."""
+    from tests.graph_ir.test_saved_models import _Trainer
+
+    keras.utils.set_random_seed(45)
+    serving = str(tmp_path / "mobilenet")
+    model = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=5)
+    model.export(serving, verbose=False)
+    (name,) = tf.saved_model.load(serving).signatures["serving_default"].structured_input_signature[1]
+    _cli("convert", serving, str(tmp_path / "mobilenet.air"), "--input_shape", f"{name}:2,32,32,3")
+    x = np.random.default_rng(46).uniform(-1, 1, (2, 32, 32, 3)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x)
+    _cli("run", str(tmp_path / "mobilenet.air"), "--inputs", str(tmp_path / "x.npz"), "--out", str(tmp_path / "y.npz"))
+    with np.load(tmp_path / "y.npz") as got:
+        np.testing.assert_allclose(got["output_0"], model(x, training=False).numpy(), rtol=1e-4, atol=1e-5)
+
+    trainer = str(tmp_path / "trainer")
+    tf.saved_model.save(_Trainer(), trainer)
+    _cli("convert", trainer, str(tmp_path / "train.air"), "--signature", "train_step", "--input_shape", "x:4,6;y:4")
+    rng = np.random.default_rng(47)
+    batch = [rng.standard_normal((4, 6)).astype(np.float32), rng.integers(0, 3, 4).astype(np.int32)]
+    np.savez(tmp_path / "batch.npz", *batch)
+    _cli("run", str(tmp_path / "train.air"), "--inputs", str(tmp_path / "batch.npz"), "--steps", "3", "--out",
+         str(tmp_path / "loss.npz"))
+    loaded = tf.saved_model.load(trainer)
+    for _ in range(3):
+        want = loaded.train_step(*batch).numpy()
+    with np.load(tmp_path / "loss.npz") as got:  # the third step's loss: every update before it was TF's
+        np.testing.assert_allclose(got["output_0"], want, rtol=1e-5)
+
+
+def test_compare_refuses_missing_files_in_one_line(tmp_path):
+    _one_error_line(_cli("compare", str(tmp_path / "none.air"), str(tmp_path / "dumps"), "--inputs",
+                         str(tmp_path / "none.npz"), ok=None), r"compare: error: .*none")
