@@ -24,6 +24,7 @@ GRAPH_IR_LAYERS = [
     ["graph_ir"],
 ]
 MAX_LINES = 300
+TF_LOWERING = ("graph_ir.lowering", "graph_ir.compare", "graph_ir.cli")  # after both faces
 
 
 def _modules() -> dict[str, str]:
@@ -114,7 +115,11 @@ def test_imports_run_one_way():
             if package == "op_spec":
                 assert other == "op_spec", f"{module} imports {dep}: op_spec is framework-free and first"
             elif package != other:
-                assert other == "op_spec", f"{module} imports {dep}: tf_plugin and graph_ir stand side by side"
+                # The faces stand side by side; the TF lowering (and what runs it) comes after both: it may load the
+                # TF face's op library, which SavedModels trained with our optimizers hold ops of.
+                after_both = module.startswith(TF_LOWERING) and other == "tf_plugin"
+                assert other == "op_spec" or after_both, \
+                    f"{module} imports {dep}: tf_plugin and graph_ir stand side by side"
             elif package == "graph_ir" and module != "graph_ir":
                 is_lowering = module.startswith("graph_ir.lowering")
                 same_package = is_lowering and dep.startswith("graph_ir.lowering")
