@@ -25,8 +25,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 _KEPT: list[bool] = []  # whether the thresholds were raised in this process (once)
 
 
-def check(blas: int | None, threads: int | None, keep_memory: bool) -> None:
+def check(max_run_bytes: int | None, blas: int | None, threads: int | None, keep_memory: bool) -> None:
     """Refuses settings Session cannot use, naming the argument."""
+    if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
+        raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
     for name, value in (("blas_threads", blas), ("threads", threads)):
         if value is not None and (not is_int(value) or value < 1):
             raise TypeError(f"{name} must be an int >= 1 or None, got {value!r}")

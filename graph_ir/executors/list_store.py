@@ -1,0 +1,190 @@
+"""The storage behind TensorList values (graph_ir/executors/tensorlist.py): one array of elements that successive
+list values share, so that a push or SetItem costs what it writes, not the list's length, while every list value
+keeps TF's value semantics (an op returns a new list and its input stays as it was).
+
+- A Store holds the elements of one family of list values: `data`, an array of `capacity` elements of one shape
+  (dense) or, once elements of different shapes are set, an object array of per-element arrays; `is_set` flags the
+  set elements (an unset one, from TensorListReserve, reads as zeros).
+- A Version is one list value's view of a store, as in Baker's persistent arrays (H. G. Baker, "Shallow binding
+  makes functional arrays fast", 1991): the newest version reads the store itself; an older one holds the element
+  its successor overwrote. Writing through the newest version writes the store in place (amortized O(1), the store
+  doubles when full); reading or writing an older version first moves the store back to it (one element per
+  version in between), or, more than MAX_REROOT versions back, gives it a copy of its own.
+- Memory: a store is counted at its real size (its arrays, and an array object per element in the object form),
+  against MAX_LIST_BYTES for one list and MAX_LIVE_LIST_BYTES for all lists alive in the process together, before
+  it allocates; a GraphError names the node. The copying and moving back beyond what an op writes is added to WORK,
+  which a While charges to its run's work budget (graph_ir/executors/control.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.errors import GraphError
+from graph_ir.nodes import Node
+
+MAX_LIST_BYTES = 256 * 2**20
+MAX_LIVE_LIST_BYTES = 256 * 2**20
+MAX_LIST_LENGTH = 2**24
+MAX_REROOT = 64  # versions a read or write moves the store back through before it copies instead
+OBJECT_BYTES = 8 + 112  # an element in the object form: its pointer and its ndarray object (sys.getsizeof)
+WORK = [0]  # elements copied or moved back beyond what the ops wrote (charged to the loops' work budget)
+_LIVE = [0]  # bytes of all stores alive in the process
+
+
+class Store:
+    """Elements (`data`, None until one is set), their set flags, the bytes counted for them, and the bytes of
+    elements written in the object form."""
+
+    __slots__ = ("bytes", "data", "is_set", "written")
+
+    def __init__(self):
+        self.data, self.is_set, self.bytes, self.written = None, None, 0, 0
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.data is None else len(self.data)
+
+    def __del__(self) -> None:
+        _LIVE[0] -= self.bytes
+
+
+class Version:
+    """One list value's elements: the store's when `diff` is None, else `newer`'s with element k as it was:
+    diff = (k, element, is_set, newer); k None: the same elements as newer."""
+
+    __slots__ = ("diff", "store")
+
+    def __init__(self, store: Store):
+        self.store, self.diff = store, None
+
+
+def _store_bytes(as_objects: bool, capacity: int, element_bytes: int, written: int) -> int:
+    """A store's bytes: per element a set flag and its bytes (dense) or its pointer (the object form, plus the
+    `written` bytes of the elements' own arrays and objects)."""
+    return capacity * (1 + 8) + written if as_objects else capacity * (1 + element_bytes)
+
+
+def _account(node: Node, store: Store, new_bytes: int) -> None:
+    """Counts `store` at `new_bytes` from now on, refusing what would pass the bounds (before it is allocated)."""
+    if new_bytes > MAX_LIST_BYTES:
+        raise GraphError(f"{node.type} {node.name!r}: the list would hold {new_bytes} bytes (its elements, their set "
+                         f"flags and Python's objects), above graph_ir's bound of {MAX_LIST_BYTES} bytes per list")
+    live = _LIVE[0] - store.bytes + new_bytes
+    if live > MAX_LIVE_LIST_BYTES:
+        raise GraphError(f"{node.type} {node.name!r}: the TensorLists alive would hold {live} bytes together, above "
+                         f"graph_ir's bound of {MAX_LIVE_LIST_BYTES} bytes for all lists")
+    _LIVE[0], store.bytes = live, new_bytes
+
+
+def from_array(node: Node, tensor: np.ndarray) -> Version:
+    """A store holding the elements tensor[0], tensor[1], ... (one copy)."""
+    store = Store()
+    _account(node, store, tensor.nbytes + len(tensor))
+    store.data, store.is_set = np.array(tensor, copy=True, order="C"), np.ones(len(tensor), dtype=bool)
+    return Version(store)
+
+
+def check_unset(node: Node, count: int, item_bytes: int) -> None:
+    """Refuses a reserved list whose `count` unset elements of `item_bytes` would pass the per-list bound once set."""
+    if count > MAX_LIST_LENGTH:
+        raise GraphError(f"{node.type} {node.name!r}: {count} elements, above graph_ir's bound of {MAX_LIST_LENGTH}")
+    if count * (item_bytes + 1) > MAX_LIST_BYTES:
+        raise GraphError(f"{node.type} {node.name!r}: the list would hold {count * (item_bytes + 1)} bytes (its "
+                         f"elements and their set flags), above graph_ir's bound of {MAX_LIST_BYTES} bytes per list")
+
+
+def _path(version: Version) -> list[Version]:
+    path = []
+    while version.diff is not None:
+        path.append(version)
+        version = version.diff[3]
+    return path
+
+
+def current(node: Node, version: Version) -> Store:
+    """The store, holding `version`'s elements."""
+    path = _path(version)
+    if not path:
+        return version.store
+    store = path[-1].diff[3].store
+    if len(path) > MAX_REROOT:  # a copy of its own, the store's elements as they were for it
+        copy = Store()
+        _account(node, copy, store.bytes)
+        copy.written = store.written
+        if store.data is not None:
+            copy.data, copy.is_set = store.data.copy(), store.is_set.copy()
+            WORK[0] += store.data.size
+        for v in reversed(path):
+            k, old, old_set, _ = v.diff
+            if k is not None:
+                copy.data[k], copy.is_set[k] = old, old_set
+        WORK[0] += len(path)
+        version.store, version.diff = copy, None
+        return copy
+    for v in reversed(path):  # move the store back one version at a time
+        k, old, old_set, newer = v.diff
+        if k is not None:
+            now, now_set = _element(store, k), bool(store.is_set[k])
+            store.data[k], store.is_set[k] = old, old_set
+            newer.diff = (k, now, now_set, v)
+            WORK[0] += np.size(old) if old is not None else 1
+        else:
+            newer.diff = (None, None, None, v)
+        v.store, v.diff, newer.store = store, None, None
+    return store
+
+
+def _element(store: Store, k: int) -> object:
+    item = store.data[k]
+    return item.copy() if isinstance(item, np.ndarray) and store.data.dtype != object else item
+
+
+def read(node: Node, version: Version, k: int) -> np.ndarray | None:
+    """Element k of `version` (None: unset)."""
+    store = current(node, version)
+    if k >= store.capacity or not store.is_set[k]:
+        return None
+    return np.array(store.data[k], copy=True)
+
+
+def _fit(node: Node, store: Store, length: int, item: np.ndarray) -> None:
+    """Makes room in `store` for `length` elements, in a form that holds `item` (dense while the shapes agree)."""
+    data = store.data
+    if data is not None and data.dtype != object and data.shape[1:] != item.shape:  # to the object form
+        store.written += int(store.is_set.sum()) * (data[0].nbytes + OBJECT_BYTES)
+        _account(node, store, _store_bytes(True, len(data), 0, store.written))
+        objects = np.empty(len(data), dtype=object)
+        for k in np.flatnonzero(store.is_set):
+            objects[k] = data[k].copy()
+        WORK[0] += data.size + len(data)
+        store.data = data = objects
+    if length <= store.capacity:
+        return
+    capacity = max(length, 2 * store.capacity, 4)
+    as_objects = data is not None and data.dtype == object
+    _account(node, store, _store_bytes(as_objects, capacity, item.nbytes, store.written))
+    grown = np.empty(capacity, dtype=object) if as_objects else np.zeros((capacity, *item.shape), dtype=item.dtype)
+    flags = np.zeros(capacity, dtype=bool)
+    if data is not None:
+        grown[:len(data)], flags[:len(data)] = data, store.is_set
+        WORK[0] += data.size
+    store.data, store.is_set = grown, flags
+
+
+def write(node: Node, version: Version, length: int, k: int | None, item: np.ndarray | None) -> Version:
+    """The version after setting element k to `item` (k None: a version of the same elements), `length` elements
+    long. `version` keeps its elements."""
+    store = current(node, version)
+    if k is not None:
+        _fit(node, store, length, item)
+        old, old_set = _element(store, k), bool(store.is_set[k])
+        if store.data.dtype == object:
+            store.written += item.nbytes + OBJECT_BYTES
+            _account(node, store, _store_bytes(True, store.capacity, 0, store.written))
+            item = np.array(item, copy=True)
+            item.flags.writeable = False
+        store.data[k], store.is_set[k] = item, True
+    newer = Version(store)
+    version.diff, version.store = (k, *((old, old_set) if k is not None else (None, None)), newer), None
+    return newer
