@@ -104,9 +104,9 @@ def _path(version: Version) -> list[Version]:
 
 def current(node: Node, version: Version) -> Store:
     """The store, holding `version`'s elements."""
-    path = _path(version)
-    if not path:
+    if version.diff is None:  # the newest version: the store as it is
         return version.store
+    path = _path(version)
     store = path[-1].diff[3].store
     if len(path) > MAX_REROOT:  # a copy of its own, the store's elements as they were for it
         copy = Store()
@@ -177,7 +177,9 @@ def write(node: Node, version: Version, length: int, k: int | None, item: np.nda
     long. `version` keeps its elements."""
     store = current(node, version)
     if k is not None:
-        _fit(node, store, length, item)
+        data = store.data
+        if data is None or length > len(data) or data.dtype == object or data.shape[1:] != item.shape:
+            _fit(node, store, length, item)
         old, old_set = _element(store, k), bool(store.is_set[k])
         if store.data.dtype == object:
             store.written += item.nbytes + OBJECT_BYTES
