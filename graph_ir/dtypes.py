@@ -4,8 +4,8 @@ and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN
 VARIANT (GE DT_VARIANT, TF DT_VARIANT) is the dtype of TensorList handles: a variant tensor is a scalar whose session
 value is a Python object (an immutable graph_ir.executors.tensorlist.TensorList) in a 0-d NumPy object array. It is
 not in BY_NAME (so not among the dtypes every op takes, registry.ALL_DTYPES): only the ops that pass or build
-TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the TensorList executors bound a
-list's growth themselves."""
+TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the lists' stores are counted at
+their real size where they allocate (graph_ir/executors/list_store.py)."""
 
 from __future__ import annotations
 
