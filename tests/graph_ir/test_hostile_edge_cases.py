@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
-from graph_ir import ops
+from graph_ir import Const, ops
 from tests.graph_ir.test_hostile_values import _run, _same
 
 NAN, INF = np.nan, np.inf
@@ -91,3 +91,52 @@ def test_relu6_of_negative_zero_at_every_size(dtype):
         _same(_run(lambda v: ops.Relu6(v), x)[0], tf.raw_ops.Relu6(features=x))
         zeros = np.full(shape, -0.0, dtype)
         _same(_run(lambda v: ops.Relu6(v), zeros)[0], tf.raw_ops.Relu6(features=zeros))
+
+
+_I32 = np.array([0, 2, 1], np.int32)
+
+
+@pytest.mark.parametrize("build, tf_call, inputs, message", [
+    (lambda x: ops.Bitcast(x, type="bool"), lambda x: tf.raw_ops.Bitcast(input=x, type=tf.bool),
+     [np.ones(3, np.uint8)], r"Bitcast 'Bitcast': attribute 'type' is bool, which TF's Bitcast refuses"),
+    (lambda x: ops.Bitcast(x, type="uint8"), lambda x: tf.raw_ops.Bitcast(input=x, type=tf.uint8),
+     [np.ones(3, bool)], r"Bitcast 'Bitcast': input 'x' is bool, which TF's Bitcast refuses"),
+    (lambda i: ops.OneHot(i, Const(np.int32(3)), Const(np.ones(1, np.float32)), Const(np.float32(0))),
+     lambda i: tf.raw_ops.OneHot(indices=i, depth=3, on_value=np.ones(1, np.float32), off_value=np.float32(0)),
+     [_I32], (r"OneHot 'OneHot': on_value and off_value must be scalars \(shape \[\]\) of one dtype, got "
+              r"float32\[1\] and float32\[\]")),
+    (lambda x: ops.MatrixDiagPartV3(x, Const(np.int32(0)), Const(np.float32(0)), align="UP_DOWN"),
+     lambda x: tf.raw_ops.MatrixDiagPartV3(input=x, k=0, padding_value=np.float32(0), align="UP_DOWN"),
+     [np.ones((3, 3), np.float32)], r"MatrixDiagPartV3 'MatrixDiagPartV3': attribute 'align' is 'UP_DOWN'"),
+    (lambda x: ops.MatrixDiagPartV3(x, Const(np.array([-1, 1], np.int32)), Const(np.float32(0))),
+     lambda x: tf.raw_ops.MatrixDiagPartV3(input=x, k=np.array([-1, 1], np.int32), padding_value=np.float32(0)),
+     [np.ones((0, 3), np.float32)], r"input 'k': the lower diagonal -1 is out of bounds for a 0x3 matrix"),
+])
+def test_what_tf_refuses_is_refused_naming_the_field(build, tf_call, inputs, message):
+    with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
+        tf_call(*inputs)
+    with pytest.raises(graph_ir.GraphError, match=message):
+        _run(build, *inputs)
+
+
+@pytest.mark.parametrize("build, inputs, message", [
+    (lambda x: ops.ArgMaxV2(x, Const(np.int32(0))), [np.array([False, True])],
+     r"ArgMaxV2 'ArgMaxV2': input 'x' has dtype bool, expected one of"),
+    (lambda x: ops.Bitcast(x, type="bfloat16"), [np.ones(3, np.float16)],
+     r"Bitcast 'Bitcast': attribute 'type' is bfloat16, expected one of"),
+])
+def test_what_tf_runs_but_ges_reg_op_forbids_is_refused(build, inputs, message):
+    """TF runs ArgMax of bool and Bitcast to bfloat16; CANN's REG_OPs (third_party/cann/ge_reg_ops.txt) do not list
+    bool for ArgMaxV2 (NumberType) nor DT_BF16 for Bitcast, so a GE file cannot hold them (docs/robustness.md)."""
+    with pytest.raises(graph_ir.GraphError, match=message):
+        _run(build, *inputs)
+
+
+@pytest.mark.parametrize("shape, k", [((0, 3), 0), ((0, 3), [0, 1]), ((2, 0, 0), [0, 0]), ((3, 4), [-1, 1]),
+                                      ((2, 4, 3), [-2, 1]), ((5, 2), [-3, -1])])
+@pytest.mark.parametrize("align", ["RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"])
+def test_matrix_diag_part_of_empty_matrices_and_bands_is_tfs(shape, k, align):
+    x = _specials(int(np.prod(shape)), np.float32, seed=len(shape)).reshape(shape)
+    k = np.asarray(k, np.int32)
+    got = _run(lambda v: ops.MatrixDiagPartV3(v, Const(k), Const(np.float32(9)), align=align), x)[0]
+    _same(got, tf.raw_ops.MatrixDiagPartV3(input=x, k=k, padding_value=np.float32(9), align=align))
