@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.executors.common import Executor, at_dtype, elementwise, times_mask, wide
+from graph_ir.executors.common import Executor, at_dtype, elementwise, scalar_tail, times_mask, wide
 from graph_ir.nodes import Node
 
 # Selu's constants as TF's functor writes them, rounded to the input's dtype there.
@@ -26,9 +26,6 @@ _INT_OF_FLOAT = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64):
 def _c(value: float, like: np.ndarray) -> np.ndarray:
     """A constant in `like`'s dtype (static_cast<T> in the functors)."""
     return np.asarray(value, like.dtype)
-
-
-_PACKET_BYTES = 32  # Eigen's AVX packets in TF's x86 wheels: 8 float32 or 4 float64
 
 
 def _relu6(x: np.ndarray) -> np.ndarray:
@@ -46,7 +43,7 @@ def _relu6(x: np.ndarray) -> np.ndarray:
     np.subtract(keep, 1, out=keep)  # 0 where x <= 0, all bits set elsewhere
     y = np.bitwise_and(x.view(bits), keep, out=keep).view(x.dtype)
     y = np.minimum(y, _c(6, x), out=y)
-    tail = x.size % (_PACKET_BYTES // x.itemsize)
+    tail = scalar_tail(x)
     if tail:  # the scalar tail keeps -0.0
         flat, x_tail = y.reshape(-1), x.reshape(-1)[-tail:]
         flat[-tail:] = np.where(x_tail == 0, x_tail, flat[-tail:])
