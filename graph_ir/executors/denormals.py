@@ -2,7 +2,8 @@
 MXCSR's FTZ (flush-to-zero: a subnormal result is +-0) and DAZ (denormals-are-zero: a subnormal input reads as +-0)
 bits set (tensorflow/core/platform/denormal.h, ScopedFlushDenormal, set in its thread pools). graph_ir.Session sets
 the same two bits on the thread that runs the graph and on its executor threads (graph_ir/executors/threads.py) for
-the run, and restores the caller's state after it, so NumPy's float32 and float64 arithmetic (and the C++ kernels)
+the run (the C++ kernels' workers take the calling thread's MXCSR with each task: graph_ir/cc/worker_pool.h), and
+restores the caller's state after it, so NumPy's float32 and float64 arithmetic (and the C++ kernels)
 give TF's zeros: Mul(1e-20, 1e-19) and 1e-39 + 0 are 0 in float32, as in TF. Operations that move bits without
 arithmetic (copies, Neg as a sign flip, Abs) keep subnormals in both. float16 and bfloat16 results rounded from
 float32 are not flushed (their subnormals are normal float32 values), as in TF.
