@@ -30,6 +30,8 @@ MAX_REROOT = 64  # versions a read or write moves the store back through before 
 OBJECT_BYTES = 8 + 112  # an element in the object form: its pointer and its ndarray object (sys.getsizeof)
 WORK = [0]  # elements copied or moved back beyond what the ops wrote (charged to the loops' work budget)
 _LIVE = [0]  # bytes of all stores alive in the process
+HINT_BYTES = 16 * 2**20  # the most a list's max_num_elements may make its first allocation hold
+_BEYOND = object()  # a diff's element for a push: the slot was beyond the older version's length (nothing to restore)
 
 
 class Store:
@@ -51,7 +53,7 @@ class Store:
 
 class Version:
     """One list value's elements: the store's when `diff` is None, else `newer`'s with element k as it was:
-    diff = (k, element, is_set, newer); k None: the same elements as newer."""
+    diff = (k, element, is_set, newer); element _BEYOND: k is beyond this version's length."""
 
     __slots__ = ("diff", "store")
 
@@ -116,40 +118,46 @@ def current(node: Node, version: Version) -> Store:
             copy.data, copy.is_set = store.data.copy(), store.is_set.copy()
             WORK[0] += store.data.size
         for v in reversed(path):
-            k, old, old_set, _ = v.diff
-            if k is not None:
-                copy.data[k], copy.is_set[k] = old, old_set
+            _restore(copy, *v.diff[:3])
         WORK[0] += len(path)
         version.store, version.diff = copy, None
         return copy
     for v in reversed(path):  # move the store back one version at a time
         k, old, old_set, newer = v.diff
-        if k is not None:
-            now, now_set = _element(store, k), bool(store.is_set[k])
-            store.data[k], store.is_set[k] = old, old_set
-            newer.diff = (k, now, now_set, v)
-            WORK[0] += np.size(old) if old is not None else 1
-        else:
-            newer.diff = (None, None, None, v)
+        now, now_set = _element(store, k), k < store.capacity and bool(store.is_set[k])
+        _restore(store, k, old, old_set)
+        newer.diff = (k, now, now_set, v)
+        WORK[0] += np.size(now) if now is not None else 1
         v.store, v.diff, newer.store = store, None, None
     return store
 
 
+def _restore(store: Store, k: int, old: object, old_set: bool) -> None:
+    """Slot k as a diff saved it (an unset element: zeros in the dense form)."""
+    if old is not _BEYOND and k < store.capacity:
+        store.data[k] = 0 if old is None and store.data.dtype != object else old
+        store.is_set[k] = old_set
+
+
 def _element(store: Store, k: int) -> object:
-    item = store.data[k]
-    return item.copy() if isinstance(item, np.ndarray) and store.data.dtype != object else item
+    data = store.data
+    if data is None or k >= len(data):  # never set: unset
+        return None
+    return data[k] if data.dtype == object else data[k].copy()
 
 
 def read(node: Node, version: Version, k: int) -> np.ndarray | None:
     """Element k of `version` (None: unset)."""
-    store = current(node, version)
-    if k >= store.capacity or not store.is_set[k]:
+    store = version.store if version.diff is None else current(node, version)
+    data = store.data
+    if data is None or k >= len(data) or not store.is_set[k]:
         return None
-    return np.array(store.data[k], copy=True)
+    return np.array(data[k], copy=True)
 
 
-def _fit(node: Node, store: Store, length: int, item: np.ndarray) -> None:
-    """Makes room in `store` for `length` elements, in a form that holds `item` (dense while the shapes agree)."""
+def _fit(node: Node, store: Store, length: int, item: np.ndarray, hint: int) -> None:
+    """Makes room in `store` for `length` elements, in a form that holds `item` (dense while the shapes agree); the
+    first allocation holds `hint` elements (the list's max_num_elements) when they fit in HINT_BYTES."""
     data = store.data
     if data is not None and data.dtype != object and data.shape[1:] != item.shape:  # to the object form
         store.written += int(store.is_set.sum()) * (data[0].nbytes + OBJECT_BYTES)
@@ -162,9 +170,14 @@ def _fit(node: Node, store: Store, length: int, item: np.ndarray) -> None:
     if length <= store.capacity:
         return
     capacity = max(length, 2 * store.capacity, 4)
+    if data is None and hint > capacity and hint * (item.nbytes + 1) <= HINT_BYTES:
+        capacity = hint
     as_objects = data is not None and data.dtype == object
     _account(node, store, _store_bytes(as_objects, capacity, item.nbytes, store.written))
-    grown = np.empty(capacity, dtype=object) if as_objects else np.zeros((capacity, *item.shape), dtype=item.dtype)
+    # Unset elements read as zeros only within a reserved length, which the first allocation covers (zeros); the
+    # slots a store grows by are pushed before any version reads them.
+    make = np.zeros if data is None else np.empty
+    grown = np.empty(capacity, dtype=object) if as_objects else make((capacity, *item.shape), dtype=item.dtype)
     flags = np.zeros(capacity, dtype=bool)
     if data is not None:
         grown[:len(data)], flags[:len(data)] = data, store.is_set
@@ -172,15 +185,20 @@ def _fit(node: Node, store: Store, length: int, item: np.ndarray) -> None:
     store.data, store.is_set = grown, flags
 
 
-def write(node: Node, version: Version, length: int, k: int | None, item: np.ndarray | None) -> Version:
-    """The version after setting element k to `item` (k None: a version of the same elements), `length` elements
-    long. `version` keeps its elements."""
-    store = current(node, version)
-    if k is not None:
-        data = store.data
+def write(node: Node, version: Version, length: int, k: int, item: np.ndarray | None, appends: bool = False,
+          hint: int = -1) -> Version:
+    """The version after setting element k to `item` (None: left as it is, a pop past k), `length` elements long;
+    `appends`: k is beyond `version`'s length (a push), so `version` needs nothing of slot k back. `version` keeps
+    its elements (slot k saved for it). `hint`: the elements the list may come to hold (_fit)."""
+    store = version.store if version.diff is None else current(node, version)
+    data = store.data
+    if appends:
+        old, old_set = _BEYOND, False
+    else:
+        old, old_set = _element(store, k), data is not None and k < len(data) and bool(store.is_set[k])
+    if item is not None:
         if data is None or length > len(data) or data.dtype == object or data.shape[1:] != item.shape:
-            _fit(node, store, length, item)
-        old, old_set = _element(store, k), bool(store.is_set[k])
+            _fit(node, store, length, item, hint)
         if store.data.dtype == object:
             store.written += item.nbytes + OBJECT_BYTES
             _account(node, store, _store_bytes(True, store.capacity, 0, store.written))
@@ -188,5 +206,5 @@ def write(node: Node, version: Version, length: int, k: int | None, item: np.nda
             item.flags.writeable = False
         store.data[k], store.is_set[k] = item, True
     newer = Version(store)
-    version.diff, version.store = (k, *((old, old_set) if k is not None else (None, None)), newer), None
+    version.diff, version.store = (k, old, old_set, newer), None
     return newer

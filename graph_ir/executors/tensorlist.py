@@ -168,7 +168,8 @@ def _push_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         raise GraphError(f"TensorListPushBack {node.name!r}: the list would hold {lst.length + 1} elements, above "
                          f"graph_ir's bound of {list_store.MAX_LIST_LENGTH}")
     n = lst.length + 1
-    return [wrap(lst.changed(n, list_store.write(node, lst.version, n, n - 1, tensor)))]
+    return [wrap(lst.changed(n, list_store.write(node, lst.version, n, n - 1, tensor, appends=True,
+                                                         hint=lst.max_num_elements)))]
 
 
 def _pop_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -177,7 +178,7 @@ def _pop_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     if not lst.length:
         raise GraphError(f"TensorListPopBack {node.name!r}: trying to pop from an empty list")
     item = _item(node, lst, lst.length - 1)
-    return [wrap(lst.changed(lst.length - 1, list_store.write(node, lst.version, lst.length - 1, None, None))), item]
+    return [wrap(lst.changed(lst.length - 1, list_store.write(node, lst.version, lst.length - 1, lst.length - 1, None))), item]
 
 
 def _stack(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

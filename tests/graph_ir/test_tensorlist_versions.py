@@ -46,8 +46,10 @@ def _reserved_forks(x):
     two = tf.raw_ops.TensorListSetItem(input_handle=one, index=1, item=x[1])
     other = tf.raw_ops.TensorListSetItem(input_handle=one, index=3, item=x[2])
     pushed = tf.raw_ops.TensorListPushBack(input_handle=reserved, tensor=x[1])
+    popped, _ = tf.raw_ops.TensorListPopBack(input_handle=reserved, element_shape=SHAPE, element_dtype=F32)
+    refilled = tf.raw_ops.TensorListPushBack(input_handle=popped, tensor=x[2])
     return (_stack(reserved, 5), _stack(one, 5), _stack(two, 5), _stack(other, 5), _stack(pushed, 6),
-            _get(one, 1), _get(reserved, 3))
+            _get(one, 1), _get(reserved, 3), _stack(refilled, 5), _get(reserved, 4), _get(one, 4))
 
 
 @pytest.mark.parametrize("fn", [_forks, _reserved_forks])
