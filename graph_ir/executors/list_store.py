@@ -186,14 +186,17 @@ def _fit(node: Node, store: Store, length: int, item: np.ndarray, hint: int) -> 
 
 
 def write(node: Node, version: Version, length: int, k: int, item: np.ndarray | None, appends: bool = False,
-          hint: int = -1) -> Version:
+          hint: int = -1, saved: np.ndarray | None = None) -> Version:
     """The version after setting element k to `item` (None: left as it is, a pop past k), `length` elements long;
     `appends`: k is beyond `version`'s length (a push), so `version` needs nothing of slot k back. `version` keeps
-    its elements (slot k saved for it). `hint`: the elements the list may come to hold (_fit)."""
+    its elements (slot k saved for it; `saved`: a copy of set element k already made, never written, as graph_ir
+    writes no intermediate value in place). `hint`: the elements the list may come to hold (_fit)."""
     store = version.store if version.diff is None else current(node, version)
     data = store.data
     if appends:
         old, old_set = _BEYOND, False
+    elif saved is not None:
+        old, old_set = saved, True
     else:
         old, old_set = _element(store, k), data is not None and k < len(data) and bool(store.is_set[k])
     if item is not None:

@@ -92,10 +92,10 @@ def _zeros(node: Node, lst: TensorList, shape: tuple[int, ...]) -> np.ndarray:
     return np.zeros(shape, dtype=lst.element_dtype)
 
 
-def _item(node: Node, lst: TensorList, k: int) -> np.ndarray:
-    """Element k (zeros when unset), checked against the node's static element shape."""
+def _item(node: Node, lst: TensorList, k: int, item: np.ndarray | None = None) -> np.ndarray:
+    """Element k (zeros when unset), checked against the node's static element shape (`item`: element k as read)."""
     shape = _read_shape(node)
-    item = list_store.read(node, lst.version, k)
+    item = list_store.read(node, lst.version, k) if item is None else item
     if item is None:
         return _zeros(node, lst, shape)
     if item.shape != shape:
@@ -177,8 +177,10 @@ def _pop_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     _check_dtype(node, lst)
     if not lst.length:
         raise GraphError(f"TensorListPopBack {node.name!r}: trying to pop from an empty list")
-    item = _item(node, lst, lst.length - 1)
-    return [wrap(lst.changed(lst.length - 1, list_store.write(node, lst.version, lst.length - 1, lst.length - 1, None))), item]
+    k = lst.length - 1
+    stored = list_store.read(node, lst.version, k)  # one copy: the output, and what the older value keeps
+    item = _item(node, lst, k, stored)
+    return [wrap(lst.changed(k, list_store.write(node, lst.version, k, k, None, saved=stored))), item]
 
 
 def _stack(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
