@@ -4,13 +4,13 @@ and GE's proto ge.proto.DataType (TensorDescriptor.dtype only). Values from CANN
 VARIANT (GE DT_VARIANT, TF DT_VARIANT) is the dtype of TensorList handles: a variant tensor is a scalar whose session
 value is a Python object (an immutable graph_ir.executors.tensorlist.TensorList) in a 0-d NumPy object array. It is
 not in BY_NAME (so not among the dtypes every op takes, registry.ALL_DTYPES): only the ops that pass or build
-TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the TensorList executors bound a
-list's growth themselves.
+TensorLists declare it. Its itemsize is 0: the planner counts no bytes for it, and the lists' stores are counted at
+their real size where they allocate (graph_ir/executors/list_store.py).
 
-COMPLEX64 (GE DT_COMPLEX64, TF DT_COMPLEX64) is not in BY_NAME either: a lowered step holds complex tensors only
-between the ops that declare it (the FFT family, graph_ir/opset/fft.py, and the arithmetic CANN declares for it); graph
-inputs, Variables and Consts stay real (CANN's Const and Variable declare no complex type: a complex constant is a GE
-Complex of two float32 Consts)."""
+COMPLEX64 (GE DT_COMPLEX64, TF DT_COMPLEX64) is not in BY_NAME either: a lowered step holds complex tensors only in
+graph inputs and outputs and between the ops that declare it (the FFT family, graph_ir/opset/fft.py, and the
+arithmetic CANN declares for it); Variables and Consts stay real (CANN's Const and Variable declare no complex type:
+a complex constant is a GE Complex of two float32 Consts)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@
   its Consts, Variables and Data inputs), naming the node where the run would hold the most.
 - Control flow (If, Case, While; graph_ir/executors/control.py): add_graph plans every subgraph too; a functional
   node runs its subgraphs through _run, its working memory is its subgraphs' largest peak (plus the loop state for
-  a While), and a run executes at most max_loop_iterations loop bodies, all While nodes together (default 10**6).
+  a While), and a run's loops spend at most max_loop_iterations bodies and max_loop_work elements of work.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ class Session:
     """Runs GE graphs: add_graph, run_graph, get_variables, set_variables (the ge::Session calls).
 
     max_run_bytes: the most memory one run may hold (see the module docstring); by default 256 MiB plus four times
-    the graph's own data. blas_threads: the threads NumPy's BLAS uses during a run (graph_ir/executors/blas.py: one by
+    the graph's own data. max_loop_iterations, max_loop_work: the most loop bodies, and elements of loop work, one run
+    may spend (graph_ir/executors/control.py). blas_threads: the threads NumPy's BLAS uses during a run (graph_ir/executors/blas.py: one by
     default, as spinning BLAS workers on a busy machine make products many times slower; None leaves the process's
     setting). threads: the threads a run's large executors split their work over (graph_ir/executors/threads.py; the
     results do not depend on it); None, the default, is every CPU the process may run on. keep_memory: freed large
@@ -130,14 +131,13 @@ class Session:
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
-                 blas_threads: int | None = 1, threads: int | None = None, keep_memory: bool = True):
-        if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
-            raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
-        if not is_int(max_loop_iterations) or max_loop_iterations < 0:
-            raise TypeError(f"max_loop_iterations must be an int >= 0, got {max_loop_iterations!r}")
-        run_settings.check(blas_threads, threads, keep_memory)
+                 max_loop_work: int = control_flow.DEFAULT_MAX_LOOP_WORK, blas_threads: int | None = 1,
+                 threads: int | None = None, keep_memory: bool = True):
+        control_flow.check_budgets(max_loop_iterations, max_loop_work)
+        run_settings.check(max_run_bytes, blas_threads, threads, keep_memory)
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
-        self.loop_budget = self.max_loop_iterations
+        self.max_loop_work = int(max_loop_work)  # the most elements a run's loops touch (control_flow.NODE_WORK)
+        control_flow.reset_budgets(self)
         self.blas_threads, self.threads, self.keep_memory = blas_threads, threads, keep_memory
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, _Plan] = {}
@@ -223,7 +223,7 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
             plan = self._plans[graph_id]
             feeds = self._feeds(plan, inputs)
-            self.loop_budget = self.max_loop_iterations  # loop bodies this run may still execute (control_flow)
+            control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
             with run_settings.applied(self.blas_threads, self.threads, self.keep_memory):
                 return self._run(plan, feeds)
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <condition_variable>
@@ -41,6 +44,7 @@ class WorkerPool {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      csr_ = get_csr();
       task_ = &task;
       unclaimed_ = helpers;
       running_ = helpers;
@@ -65,11 +69,28 @@ class WorkerPool {
       wake_.wait(lock, [this] { return unclaimed_ > 0; });
       --unclaimed_;
       const std::function<void()>* task = task_;
+      set_csr(csr_);  // the caller's rounding and FTZ/DAZ (graph_ir/executors/denormals.py), as TF's pools run
       lock.unlock();
       (*task)();
       lock.lock();
       if (--running_ == 0) done_.notify_one();
     }
+  }
+
+  // The SSE control and status register (MXCSR): a worker computes as the calling thread does.
+  static unsigned get_csr() {
+#if defined(__SSE__)
+    return _mm_getcsr();
+#else
+    return 0;
+#endif
+  }
+  static void set_csr(unsigned csr) {
+#if defined(__SSE__)
+    _mm_setcsr(csr);
+#else
+    (void)csr;
+#endif
   }
 
   const int workers_;
@@ -80,6 +101,7 @@ class WorkerPool {
   const std::function<void()>* task_ = nullptr;
   int unclaimed_ = 0;  // helpers still to start the task
   int running_ = 0;    // helpers that have not finished it
+  unsigned csr_ = 0;   // the caller's MXCSR, for the helpers
 };
 
 }  // namespace graph_ir_cc

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.executors.common import Executor, at_dtype, elementwise, times_mask, wide
+from graph_ir.executors.common import Executor, at_dtype, elementwise, scalar_tail, times_mask, wide
 from graph_ir.nodes import Node
 
 # Selu's constants as TF's functor writes them, rounded to the input's dtype there.
@@ -29,17 +29,25 @@ def _c(value: float, like: np.ndarray) -> np.ndarray:
 
 
 def _relu6(x: np.ndarray) -> np.ndarray:
-    """min(max(x, 0), 6) as Eigen's PropagateNaN max and min: NaN stays NaN and -0.0 stays -0.0 (it is not below 0).
-    For float32 and float64, without np.where (which branches per element, slow on mixed signs): the negative
-    elements' bits are cleared (giving +0.0) through an integer view, then np.minimum (NaN-propagating) caps at 6."""
+    """min(max(x, 0), 6) as TF's Eigen functor (relu_op_functor.h) computes it: NaN stays NaN. Which zero -0.0 gives
+    depends on the path (measured): float32 and float64 elements in whole AVX packets go through vmaxps/vmaxpd,
+    which return the second operand (+0.0) for two zeros; the last size % packet elements go through std::max, which
+    keeps -0.0 (it is not below 0), as does every element of the other dtypes.
+    For float32 and float64, without np.where (which branches per element, slow on mixed signs): the elements at or
+    below zero get their bits cleared (+0.0) through an integer view, then np.minimum (NaN-propagating) caps at 6."""
     if x.dtype not in _INT_OF_FLOAT or x.ndim == 0:
         y = np.where(x < 0, _c(0, x), x)
         return np.where(y > 6, _c(6, x), y)
     bits = _INT_OF_FLOAT[x.dtype]
-    keep = (x < 0).astype(bits)
-    np.subtract(keep, 1, out=keep)  # 0 where x < 0, all bits set elsewhere
+    keep = (x <= 0).astype(bits, order="C")  # C order: the tail below is the last elements of a flat view
+    np.subtract(keep, 1, out=keep)  # 0 where x <= 0, all bits set elsewhere
     y = np.bitwise_and(x.view(bits), keep, out=keep).view(x.dtype)
-    return np.minimum(y, _c(6, x), out=y)
+    y = np.minimum(y, _c(6, x), out=y)
+    tail = scalar_tail(x)
+    if tail:  # the scalar tail keeps -0.0
+        flat, x_tail = y.reshape(-1), x.reshape(-1)[-tail:]
+        flat[-tail:] = np.where(x_tail == 0, x_tail, flat[-tail:])
+    return y
 
 
 def _relu6_grad(dy: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -98,6 +106,8 @@ def _log_softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     dtype as Eigen rounds it for 16-bit floats (measured against TF's float16 and bfloat16: within an ulp)."""
     x = args[0]
     axes = tuple(a % x.ndim for a in node.attrs["axes"])
+    if x.size == 0:  # TF returns the empty result (a max over an empty axis has no identity)
+        return [at_dtype(node, 0, x.copy())]
     with np.errstate(all="ignore"):
         shifted = x - np.max(x, axis=axes, keepdims=True)
         y = shifted - np.log(_row_sum(np.exp(shifted), axes))
@@ -106,8 +116,12 @@ def _log_softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def _softmax_xent(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """TF's xent functor: shifted = x - max; loss = sum(labels * (log(sum(exp(shifted))) - shifted));
-    backprop = exp(shifted) / sum(exp(shifted)) - labels (per row), each step at the features' dtype."""
-    features, labels = args
+    backprop = exp(shifted) / sum(exp(shifted)) - labels (per row), each step at the features' dtype. The two
+    broadcast to one shape (TF's BCast); with no classes the loss is 0, as TF's sum over none."""
+    features, labels = np.broadcast_arrays(*args)
+    if features.shape[1] == 0:
+        return [at_dtype(node, 0, np.zeros(features.shape[:1], features.dtype)),
+                at_dtype(node, 1, np.zeros(features.shape, features.dtype))]
     with np.errstate(all="ignore"):
         shifted = features - np.max(features, axis=1, keepdims=True)
         e = np.exp(shifted)

@@ -61,3 +61,12 @@ def all_finite(a: np.ndarray) -> bool:
     """Whether a holds no NaN or inf (one pass: a sum is finite only then; one that overflows says no, which only
     sends the caller its slower way that any values take: the convolutions' per-tap sums)."""
     return bool(np.isfinite(np.add.reduce(a, axis=None)))
+
+
+AVX_PACKET_BYTES = 32  # Eigen's AVX packets in TF's x86 wheels: 8 float32 or 4 float64
+
+
+def scalar_tail(x: np.ndarray) -> int:
+    """How many of x's last elements (in C order) Eigen's vectorized loop leaves to its scalar code: TF's results
+    differ there for signed zeros and subnormals (measured: Relu6, Sign)."""
+    return x.size % (AVX_PACKET_BYTES // x.itemsize)

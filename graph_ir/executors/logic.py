@@ -65,14 +65,20 @@ def _reduce_bool(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [at_dtype(node, 0, y)]
 
 
+def _keep_unless_below(x: np.ndarray, bound: np.ndarray, above: bool = False) -> np.ndarray:
+    """x < bound ? bound : x (above: bound < x ? bound : x), std::max's (std::min's) choice of operand."""
+    return np.where(bound < x if above else x < bound, bound, x)
+
+
 EXECUTORS: dict[str, Executor] = {
     "LogicalAnd": elementwise(np.logical_and),
     "LogicalOr": elementwise(np.logical_or),
     "LogicalNot": elementwise(np.logical_not),
     "BitwiseAnd": elementwise(np.bitwise_and),
-    # max(min(x, hi), lo), as TF's ClipByValue computes (measured: lo wins where lo > hi); NaN x stays NaN. Not
-    # modeled: which zero TF returns where x and a bound are zeros of opposite signs (its SIMD max/min decide that).
-    "ClipByValue": elementwise(lambda x, lo, hi: np.maximum(np.minimum(x, hi), lo)),
+    # max(min(x, hi), lo) as std::min and std::max take them (TF's ClipByValue, cwise_op_clip.cc; measured at every
+    # size): t = hi < x ? hi : x, then t < lo ? lo : t. So lo wins where lo > hi, NaN x stays NaN, a NaN bound is
+    # ignored, and of two zeros the one already held (x, then t) stays.
+    "ClipByValue": elementwise(lambda x, lo, hi: _keep_unless_below(_keep_unless_below(x, hi, above=True), lo)),
     "IsFinite": elementwise(np.isfinite),
     "IsNan": elementwise(np.isnan),
     "IsInf": elementwise(np.isinf),

@@ -15,7 +15,7 @@ from graph_ir import _binding
 from graph_ir.errors import GraphError
 from graph_ir.executors import reduce
 from graph_ir.executors import threads as executor_threads
-from graph_ir.executors.common import Executor, at_dtype, elementwise, times_mask, wide, widened
+from graph_ir.executors.common import Executor, at_dtype, elementwise, scalar_tail, times_mask, wide, widened
 from graph_ir.executors.reduce import trunc_div
 from graph_ir.nodes import Node
 
@@ -155,12 +155,34 @@ def _add_n(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [total]
 
 
+def _negative(x: np.ndarray) -> np.ndarray:
+    """-x as a sign flip for float32 and float64 (as TF's xor: a subnormal stays one under DAZ, where NumPy's
+    negative reads it as 0: graph_ir/executors/denormals.py)."""
+    if x.dtype not in (np.float32, np.float64):
+        return np.negative(x)
+    bits = np.dtype(f"u{x.itemsize}")
+    return np.bitwise_xor(x.view(bits), bits.type(1 << (8 * x.itemsize - 1))).view(x.dtype)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    """sign(x), and where x == 0 (its zeros, and under DAZ its subnormals) what TF returns (measured): |x| from
+    Eigen's AVX packets, +0.0 from its scalar tail, for float32 and float64."""
+    if x.dtype not in (np.float32, np.float64):
+        return np.sign(x)
+    y = np.where(x == 0, np.abs(x), np.sign(x)).copy(order="C")  # C order: the tail is a flat view's end
+    tail = scalar_tail(x)
+    if tail:
+        flat = y.reshape(-1)[-tail:]
+        flat[flat == 0] = 0
+    return y
+
+
 _BINARY = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply,
            "Maximum": np.maximum, "Minimum": np.minimum, "Less": np.less, "LessEqual": np.less_equal, "Greater": np.greater,
            "GreaterEqual": np.greater_equal, "Equal": np.equal, "NotEqual": np.not_equal, "DivNoNan": _div_no_nan,
            "SquaredDifference": lambda x, y: np.square(x - y)}
 _UNARY = {"Cos": np.cos, "Sin": np.sin, "Sqrt": np.sqrt, "Square": np.square,
-          "Neg": np.negative, "Abs": np.abs, "Sign": np.sign, "Floor": np.floor,
+          "Neg": _negative, "Abs": np.abs, "Sign": _sign, "Floor": np.floor,
           "Relu": _relu, "SqrtGrad": _sqrt_grad,
           # Round: half to even (np.rint), as TF's Round (Eigen's scalar_round_half_to_even_op); integers as given.
           "Round": lambda x: np.rint(x) if x.dtype.kind in "fV" else x.copy()}

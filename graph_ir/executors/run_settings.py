@@ -1,5 +1,6 @@
 """How a graph_ir.Session's runs use the machine: NumPy's BLAS threads (graph_ir/executors/blas.py), the executors'
-threads (graph_ir/executors/threads.py), and whether freed large buffers stay with the process for the next run.
+threads (graph_ir/executors/threads.py), subnormals flushed as TF flushes them (graph_ir/executors/denormals.py),
+and whether freed large buffers stay with the process for the next run.
 
 glibc's malloc gives every block above its mmap threshold (at most 32 MiB, adjusted as blocks are freed) fresh pages
 from the kernel, faulted in and zeroed on first touch, and hands them back when freed; it also trims freed memory at
@@ -17,6 +18,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Iterator
 
+from graph_ir.executors import denormals
 from graph_ir.executors import threads as executor_threads
 from graph_ir.executors.blas import blas_threads
 from graph_ir.verify import is_int
@@ -25,8 +27,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 _KEPT: list[bool] = []  # whether the thresholds were raised in this process (once)
 
 
-def check(blas: int | None, threads: int | None, keep_memory: bool) -> None:
+def check(max_run_bytes: int | None, blas: int | None, threads: int | None, keep_memory: bool) -> None:
     """Refuses settings Session cannot use, naming the argument."""
+    if max_run_bytes is not None and (not is_int(max_run_bytes) or max_run_bytes < 0):
+        raise TypeError(f"max_run_bytes must be an int >= 0 or None, got {max_run_bytes!r}")
     for name, value in (("blas_threads", blas), ("threads", threads)):
         if value is not None and (not is_int(value) or value < 1):
             raise TypeError(f"{name} must be an int >= 1 or None, got {value!r}")
@@ -54,5 +58,5 @@ def applied(blas: int | None, threads: int | None, keep_memory: bool) -> Iterato
     """The settings, for one run."""
     if keep_memory:
         keep_freed_memory()
-    with blas_threads(blas), executor_threads.using(threads):
+    with blas_threads(blas), executor_threads.using(threads), denormals.flushed():
         yield

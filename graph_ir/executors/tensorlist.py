@@ -5,46 +5,40 @@ copy-on-write TensorList behaves); an unset element (TensorListReserve) reads as
 kernels (index out of range, popping an empty list, pushing into a full one, an element of the wrong dtype or shape),
 each a GraphError naming the node.
 
-Memory: a list's elements are its own read-only arrays; a list may hold at most MAX_LIST_BYTES of elements (set
-ones, and unset ones counted at the element size they read as) and MAX_LIST_LENGTH elements, else a GraphError
-naming the node, so a run's memory stays in proportion to what the graph asks for."""
+Storage, memory and cost: graph_ir/executors/list_store.py (one array of elements shared by a list's successive
+values, counted at its real size against a per-list and an all-lists bound; a push, SetItem or PopBack costs what it
+writes; TensorListFromTensor and TensorListStack are one array copy)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from graph_ir.errors import GraphError
+from graph_ir.executors import list_store
 from graph_ir.executors.common import Executor
+from graph_ir.executors.list_store import Store, Version
 from graph_ir.nodes import Node
-
-MAX_LIST_BYTES = 256 * 2**20
-MAX_LIST_LENGTH = 2**24
 
 
 @dataclass(frozen=True)
 class TensorList:
     """A TF TensorList value: element dtype, the element shape it was declared with (None: unknown rank; -1: an
-    unknown dim), its elements (None: unset, reads as zeros) and its bound (-1: none); set_bytes and unset count its
-    set elements' bytes and its unset elements (kept as it changes, so that bounding a list costs O(1))."""
+    unknown dim), its length, its bound (-1: none) and its elements (a list_store.Version; unset ones read as
+    zeros)."""
 
     element_dtype: np.dtype
     element_shape: tuple[int, ...] | None
-    items: tuple[np.ndarray | None, ...]
+    length: int
     max_num_elements: int = -1
-    set_bytes: int = 0
-    unset: int = 0
+    version: Version = field(default_factory=lambda: Version(Store()))
 
-    def changed(self, items: tuple[np.ndarray | None, ...], added=(), removed=()) -> TensorList:
-        """The list holding `items`: `added` and `removed` are the elements (None: unset) that came and went."""
-        set_bytes = self.set_bytes + sum(x.nbytes for x in added if x is not None) - \
-            sum(x.nbytes for x in removed if x is not None)
-        unset = self.unset + sum(x is None for x in added) - sum(x is None for x in removed)
-        return TensorList(self.element_dtype, self.element_shape, items, self.max_num_elements, set_bytes, unset)
+    def changed(self, length: int, version: Version) -> TensorList:
+        return TensorList(self.element_dtype, self.element_shape, length, self.max_num_elements, version)
 
     def __repr__(self) -> str:
-        return f"<TensorList {np.dtype(self.element_dtype).name} {self.element_shape}: {len(self.items)} elements>"
+        return f"<TensorList {np.dtype(self.element_dtype).name} {self.element_shape}: {self.length} elements>"
 
 
 def wrap(value: TensorList) -> np.ndarray:
@@ -60,12 +54,6 @@ def unwrap(node: Node, array: np.ndarray, port: str = "input_handle") -> TensorL
         raise GraphError(f"{node.type} {node.name!r}: input {port!r} is not a TensorList value, got "
                          f"{type(value if value is not None else array).__name__}")
     return value
-
-
-def _frozen(x: np.ndarray) -> np.ndarray:
-    out = np.array(x, copy=True)
-    out.flags.writeable = False
-    return out
 
 
 def _shape_from(array: np.ndarray) -> tuple[int, ...] | None:
@@ -91,48 +79,35 @@ def _check_element(node: Node, lst: TensorList, item: np.ndarray, what: str) -> 
                          f"list's element shape {lst.element_shape}")
 
 
-def _bounded(node: Node, lst: TensorList, item_bytes: int | None = None) -> TensorList:
-    """The list, after checking its length and bytes against the module's bounds (an unset element counted at the
-    size of the elements, `item_bytes` when known, else of the declared element shape, else of one element)."""
-    if len(lst.items) > MAX_LIST_LENGTH:
-        raise GraphError(f"{node.type} {node.name!r}: the list would hold {len(lst.items)} elements, above graph_ir's "
-                         f"bound of {MAX_LIST_LENGTH}")
-    itemsize = np.dtype(lst.element_dtype).itemsize
-    if item_bytes is None:
-        declared = lst.element_shape
-        item_bytes = int(np.prod(declared)) * itemsize if declared is not None and min(declared, default=0) >= 0 \
-            else itemsize
-    total = lst.set_bytes + lst.unset * item_bytes
-    if total > MAX_LIST_BYTES:
-        raise GraphError(f"{node.type} {node.name!r}: the list would hold {total} bytes of elements, above "
-                         f"graph_ir's bound of {MAX_LIST_BYTES} bytes")
-    return lst
-
-
 def _read_shape(node: Node) -> tuple[int, ...]:
     """The static shape an element read by `node` has (its output desc)."""
     return node.output_descs[-1].shape if node.type != "TensorListStack" else node.output_descs[0].shape[1:]
 
 
-def _item(node: Node, lst: TensorList, k: int) -> np.ndarray:
-    """Element k (zeros when unset), checked against the node's static element shape."""
+def _zeros(node: Node, lst: TensorList, shape: tuple[int, ...]) -> np.ndarray:
+    """What unset elements read as: zeros of the node's element shape, if the list's element shape allows it."""
+    if not _compatible(shape, lst.element_shape):
+        raise GraphError(f"{node.type} {node.name!r}: element shape {list(shape)} is incompatible with the list's "
+                         f"{lst.element_shape}")
+    return np.zeros(shape, dtype=lst.element_dtype)
+
+
+def _item(node: Node, lst: TensorList, k: int, item: np.ndarray | None = None) -> np.ndarray:
+    """Element k (zeros when unset), checked against the node's static element shape (`item`: element k as read)."""
     shape = _read_shape(node)
-    item = lst.items[k]
+    item = list_store.read(node, lst.version, k) if item is None else item
     if item is None:
-        if not _compatible(shape, lst.element_shape):
-            raise GraphError(f"{node.type} {node.name!r}: element shape {list(shape)} is incompatible with the list's "
-                             f"{lst.element_shape}")
-        return np.zeros(shape, dtype=lst.element_dtype)
+        return _zeros(node, lst, shape)
     if item.shape != shape:
         raise GraphError(f"{node.type} {node.name!r}: element {k} has shape {list(item.shape)}, but the node reads "
                          f"elements of shape {list(shape)}")
-    return np.array(item, copy=True)
+    return item
 
 
 def _index(node: Node, lst: TensorList, index: np.ndarray, verb: str) -> int:
     k = int(np.asarray(index).reshape(-1)[0])
-    if not 0 <= k < len(lst.items):
-        raise GraphError(f"{node.type} {node.name!r}: trying to {verb} element {k} in a list with {len(lst.items)} "
+    if not 0 <= k < lst.length:
+        raise GraphError(f"{node.type} {node.name!r}: trying to {verb} element {k} in a list with {lst.length} "
                          "elements")
     return k
 
@@ -142,7 +117,7 @@ def _empty(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     bound = int(np.asarray(bound).reshape(-1)[0])
     if bound < -1:
         raise GraphError(f"EmptyTensorList {node.name!r}: max_num_elements must be >= -1, got {bound}")
-    return [wrap(TensorList(np.dtype(node.attrs["element_dtype"].numpy), _shape_from(shape), (), bound))]
+    return [wrap(TensorList(np.dtype(node.attrs["element_dtype"].numpy), _shape_from(shape), 0, bound))]
 
 
 def _reserve(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -151,19 +126,21 @@ def _reserve(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     if count < 0:
         raise GraphError(f"TensorListReserve {node.name!r}: the num_elements to reserve must be a non negative "
                          f"number, but got {count}")
-    if count > MAX_LIST_LENGTH:
-        raise GraphError(f"TensorListReserve {node.name!r}: {count} elements, above graph_ir's bound of "
-                         f"{MAX_LIST_LENGTH}")
-    lst = TensorList(np.dtype(node.attrs["element_dtype"].numpy), _shape_from(shape), (None,) * count, unset=count)
-    return [wrap(_bounded(node, lst))]
+    dtype, declared = np.dtype(node.attrs["element_dtype"].numpy), _shape_from(shape)
+    # Unset elements are counted at the declared element size once set (one element when it is not defined).
+    known = declared is not None and min(declared, default=0) >= 0
+    list_store.check_unset(node, count, (int(np.prod(declared)) if known else 1) * dtype.itemsize)
+    return [wrap(TensorList(dtype, declared, count))]
 
 
 def _from_tensor(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     tensor, shape = args
-    lst = TensorList(tensor.dtype, _shape_from(shape), ())
-    _check_element(node, lst, tensor[0] if len(tensor) else np.empty(tensor.shape[1:]), "an element of 'tensor'")
-    items = tuple(_frozen(x) for x in tensor)
-    return [wrap(_bounded(node, lst.changed(items, added=items)))]
+    lst = TensorList(tensor.dtype, _shape_from(shape), len(tensor))
+    _check_element(node, lst, np.empty(tensor.shape[1:]), "an element of 'tensor'")
+    if len(tensor) > list_store.MAX_LIST_LENGTH:
+        raise GraphError(f"TensorListFromTensor {node.name!r}: {len(tensor)} elements, above graph_ir's bound of "
+                         f"{list_store.MAX_LIST_LENGTH}")
+    return [wrap(lst.changed(len(tensor), list_store.from_array(node, tensor)))]
 
 
 def _get_item(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
@@ -177,45 +154,62 @@ def _set_item(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     _check_dtype(node, lst)
     k = _index(node, lst, index, "modify")
     _check_element(node, lst, item, "input 'item'")
-    items = list(lst.items)
-    old, items[k] = items[k], _frozen(item)
-    return [wrap(_bounded(node, lst.changed(tuple(items), added=[items[k]], removed=[old]), items[k].nbytes))]
+    return [wrap(lst.changed(lst.length, list_store.write(node, lst.version, lst.length, k, item)))]
 
 
 def _push_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     lst, tensor = unwrap(node, args[0]), args[1]
     _check_dtype(node, lst)
     _check_element(node, lst, tensor, "input 'tensor'")
-    if 0 <= lst.max_num_elements <= len(lst.items):
+    if 0 <= lst.max_num_elements <= lst.length:
         raise GraphError(f"TensorListPushBack {node.name!r}: tried to push item into a full list; list size: "
-                         f"{len(lst.items)}, max_num_elements: {lst.max_num_elements}")
-    item = _frozen(tensor)
-    return [wrap(_bounded(node, lst.changed((*lst.items, item), added=[item]), item.nbytes))]
+                         f"{lst.length}, max_num_elements: {lst.max_num_elements}")
+    if lst.length >= list_store.MAX_LIST_LENGTH:
+        raise GraphError(f"TensorListPushBack {node.name!r}: the list would hold {lst.length + 1} elements, above "
+                         f"graph_ir's bound of {list_store.MAX_LIST_LENGTH}")
+    n = lst.length + 1
+    return [wrap(lst.changed(n, list_store.write(node, lst.version, n, n - 1, tensor, appends=True,
+                                                         hint=lst.max_num_elements)))]
 
 
 def _pop_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     lst = unwrap(node, args[0])
     _check_dtype(node, lst)
-    if not lst.items:
+    if not lst.length:
         raise GraphError(f"TensorListPopBack {node.name!r}: trying to pop from an empty list")
-    return [wrap(lst.changed(lst.items[:-1], removed=lst.items[-1:])), _item(node, lst, len(lst.items) - 1)]
+    k = lst.length - 1
+    stored = list_store.read(node, lst.version, k)  # one copy: the output, and what the older value keeps
+    item = _item(node, lst, k, stored)
+    return [wrap(lst.changed(k, list_store.write(node, lst.version, k, k, None, saved=stored))), item]
 
 
 def _stack(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     lst = unwrap(node, args[0])
     _check_dtype(node, lst)
     want = node.attrs["num_elements"]
-    if len(lst.items) != want:
+    if lst.length != want:
         raise GraphError(f"TensorListStack {node.name!r}: operation expected a list with {want} elements but got a "
-                         f"list with {len(lst.items)} elements")
-    out = np.empty(node.output_descs[0].shape, dtype=lst.element_dtype)
-    for k in range(want):
-        out[k] = _item(node, lst, k)
+                         f"list with {lst.length} elements")
+    store, shape = list_store.current(node, lst.version), node.output_descs[0].shape
+    data = store.data
+    if data is None or data.dtype == object:  # nothing set yet, or elements of several shapes: one by one
+        out = np.empty(shape, dtype=lst.element_dtype)
+        for k in range(want):
+            out[k] = _item(node, lst, k)
+        return [out]
+    held = min(want, len(data))
+    is_set = store.is_set[:held]
+    if data.shape[1:] != shape[1:] and is_set.any():
+        _item(node, lst, int(np.argmax(is_set)))  # the first set element: refused for its shape
+    if held < want or not is_set.all():
+        _zeros(node, lst, shape[1:])  # unset elements read as zeros of the node's shape, if the list allows it
+    out = np.zeros(shape, dtype=lst.element_dtype)
+    out[:held] = data[:held]  # unset elements are zeros in the store
     return [out]
 
 
 def _length(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    return [np.array(len(unwrap(node, args[0]).items), dtype=np.int32)]
+    return [np.array(unwrap(node, args[0]).length, dtype=np.int32)]
 
 
 EXECUTORS: dict[str, Executor] = {

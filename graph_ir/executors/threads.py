@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from graph_ir.executors import gemm
+from graph_ir.executors import denormals, gemm
 
 # Below these a part's work costs less than handing it to a worker (about 20-50 us): products of fewer
 # multiply-adds, and passes over fewer bytes, stay on the calling thread.
@@ -87,6 +87,7 @@ class _Worker:
         threading.Thread(target=self._loop, name="graph_ir-executor", daemon=True).start()
 
     def _loop(self) -> None:
+        denormals.set_flush()  # TF's kernels' FTZ and DAZ: these threads run only graph_ir's parts
         while True:
             job = self.jobs.get()
             job.work()

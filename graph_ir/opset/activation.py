@@ -63,12 +63,15 @@ register(IrOp("LogSoftmaxV2", (IrInput("logits", _LOG_SOFTMAX),), (IrOutput("log
 
 
 def _softmax_xent(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    """Features and labels broadcast to one [batch, classes] shape, as TF's kernel broadcasts them (xent_op.cc:
+    BCast of the two shapes, then a rank-2 check)."""
     features, labels = inputs
-    if len(features.shape) != 2 or labels.shape != features.shape:
-        raise GraphError(f"SoftmaxCrossEntropyWithLogits {node!r}: features and labels must both be [batch, classes], "
-                         f"got {list(features.shape)} and {list(labels.shape)}")
-    return [TensorDesc("loss", features.dtype, features.shape[:1]),
-            TensorDesc("backprop", features.dtype, features.shape)]
+    if len(features.shape) != 2 or len(labels.shape) != 2 or any(
+            f != b and 1 not in (f, b) for f, b in zip(features.shape, labels.shape)):
+        raise GraphError(f"SoftmaxCrossEntropyWithLogits {node!r}: features and labels must be [batch, classes] "
+                         f"shapes that broadcast to one, got {list(features.shape)} and {list(labels.shape)}")
+    shape = tuple(max(f, b) if 0 not in (f, b) else 0 for f, b in zip(features.shape, labels.shape))
+    return [TensorDesc("loss", features.dtype, shape[:1]), TensorDesc("backprop", features.dtype, shape)]
 
 
 _XENT = ("float64", "float16", "float32")

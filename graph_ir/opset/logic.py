@@ -78,6 +78,9 @@ def _bitcast(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
         raise GraphError(f"Bitcast {node!r}: keep_dim=True is not supported (TF's Bitcast never sets it)")
     if attrs["type"].name not in BITCAST:
         raise GraphError(f"Bitcast {node!r}: attribute 'type' is {attrs['type']}, expected one of {', '.join(BITCAST)}")
+    for field, dtype in (("input 'x'", inputs[0].dtype), ("attribute 'type'", attrs["type"])):
+        if dtype.name == "bool":  # GE's REG_OP lists bool; TF's Bitcast (array_ops.cc) does not
+            raise GraphError(f"Bitcast {node!r}: {field} is bool, which TF's Bitcast refuses")
     return [TensorDesc("y", attrs["type"], bitcast_shape(op, node, inputs[0], attrs["type"]))]
 
 
@@ -119,8 +122,8 @@ def _one_hot(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
         raise GraphError(f"OneHot {node!r}: depth must be one int >= 0, got {d.tolist()}")
     if not -1 <= axis < rank:
         raise GraphError(f"OneHot {node!r}: axis {axis} must be -1 or in [0, {rank})")
-    if on.desc.num_elements != 1 or off.desc.num_elements != 1 or on.dtype != off.dtype:
-        raise GraphError(f"OneHot {node!r}: on_value and off_value must be scalars of one dtype, got "
+    if on.shape != () or off.shape != () or on.dtype != off.dtype:  # TF's one_hot_op.cc: a [1] value is refused
+        raise GraphError(f"OneHot {node!r}: on_value and off_value must be scalars (shape []) of one dtype, got "
                          f"{on.dtype}{list(on.shape)} and {off.dtype}{list(off.shape)}")
     axis = axis % rank
     return [TensorDesc("y", on.dtype, check_shape(node, "y", (*x.shape[:axis], int(d[0]), *x.shape[axis:])))]

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import graph_ir
 from graph_ir.dtypes import as_dtype
-from graph_ir.executors import tensorlist
+from graph_ir.executors import list_store, tensorlist
 
 F32 = tf.float32
 # The TF list ops _sequence_ops runs, each once (tests/graph_ir/test_family_ops.py reads it).
@@ -172,10 +172,10 @@ def test_lists_are_immutable_values_and_bounded(monkeypatch):
         return stack[0], stack[1]
 
     _same(_runs_in_graph_ir(both, [x]), both(tf.constant(x)))  # the SetItem left its input list as it was
-    monkeypatch.setattr(tensorlist, "MAX_LIST_BYTES", 16)
-    with pytest.raises(graph_ir.GraphError, match=r"TensorListFromTensor '.*': the list would hold 24 bytes"):
+    monkeypatch.setattr(list_store, "MAX_LIST_BYTES", 16)
+    with pytest.raises(graph_ir.GraphError, match=r"TensorListFromTensor '.*': the list would hold 27 bytes"):
         _runs_in_graph_ir(both, [x])
-    value = tensorlist.TensorList(np.dtype(np.float32), (2,), ())
+    value = tensorlist.TensorList(np.dtype(np.float32), (2,), 0)
     assert tensorlist.unwrap(None, tensorlist.wrap(value)) is value
     assert as_dtype("variant").itemsize == 0  # the planner counts no bytes for a list handle
 
