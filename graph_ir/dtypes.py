@@ -55,6 +55,7 @@ _ALL = [
 BY_NAME = {d.name: d for d in _ALL}
 VARIANT = DType("variant", np.object_, ge=26, proto=26, tf=21)
 COMPLEX64 = DType("complex64", np.complex64, ge=16, proto=16, tf=8)
+TENSOR_DTYPES = {**BY_NAME, COMPLEX64.name: COMPLEX64}  # what a tensor (not a list handle) may hold
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "bf16": "bfloat16"}
 _BY_PROTO = {d.proto: d for d in (*_ALL, VARIANT, COMPLEX64)}
 _BY_GE = {d.ge: d for d in (*_ALL, COMPLEX64)}  # attributes (element_dtype, dst_type) never name the variant type
@@ -76,11 +77,9 @@ def as_dtype(value: Any) -> DType:
         except TypeError:
             name = None
     name = _ALIASES.get(name, name)
-    if name == "complex64":
-        return COMPLEX64
-    if name not in BY_NAME:
-        raise TypeError(f"unsupported dtype {value!r}; expected one of {', '.join(BY_NAME)}")
-    return BY_NAME[name]
+    if name not in TENSOR_DTYPES:
+        raise TypeError(f"unsupported dtype {value!r}; expected one of {', '.join(TENSOR_DTYPES)}")
+    return TENSOR_DTYPES[name]
 
 
 def _lookup(table: dict[int, DType], number: int, numbering: str) -> DType:

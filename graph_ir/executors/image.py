@@ -33,29 +33,41 @@ def _truncated(v: np.ndarray) -> np.ndarray:
         return np.trunc(v).astype(np.int64)
 
 
-def _reflect(v: np.ndarray, length: int) -> np.ndarray:
-    if length <= 1:
-        return _clamp(np.where((v < 0) | (v > _F(length - 1)), _F(0), v), length)
+def _outside_mapped(low, high):
+    """TF's MapCoordinate: a coordinate below 0 mapped by low(v, len), one above len - 1 by high(v, len) (both 0 when
+    len <= 1), then clamped to [0, len - 1]."""
+
+    def run(v: np.ndarray, length: int) -> np.ndarray:
+        below, above = v < 0, v > _F(length - 1)
+        if length <= 1:
+            return _clamp(np.where(below | above, _F(0), v), length)
+        return _clamp(np.where(below, low(v, length), np.where(above, high(v, length), v)), length)
+
+    return run
+
+
+def _reflect_low(v: np.ndarray, length: int) -> np.ndarray:
     sz2 = 2 * length
-    below, above = v < 0, v > _F(length - 1)
     low = np.where(v < _F(sz2), (sz2 * _truncated(-v / _F(sz2))).astype(_F) + v, v)
-    low = np.where(low < _F(-length), low + _F(sz2), -low - _F(1))
+    return np.where(low < _F(-length), low + _F(sz2), -low - _F(1))
+
+
+def _reflect_high(v: np.ndarray, length: int) -> np.ndarray:
+    sz2 = 2 * length
     high = v - (sz2 * _truncated(v / _F(sz2))).astype(_F)
-    high = np.where(high >= _F(length), _F(sz2) - high - _F(1), high)
-    return _clamp(np.where(below, low, np.where(above, high, v)), length)
+    return np.where(high >= _F(length), _F(sz2) - high - _F(1), high)
 
 
-def _wrap(v: np.ndarray, length: int) -> np.ndarray:
-    if length <= 1:
-        return _clamp(np.where((v < 0) | (v > _F(length - 1)), _F(0), v), length)
-    size = length - 1
-    below, above = v < 0, v > _F(length - 1)
-    low = v + (length * (_truncated(-v / _F(size)) + 1)).astype(_F)
-    high = v - (length * _truncated(v / _F(size))).astype(_F)
-    return _clamp(np.where(below, low, np.where(above, high, v)), length)
+def _wrap_low(v: np.ndarray, length: int) -> np.ndarray:
+    return v + (length * (_truncated(-v / _F(length - 1)) + 1)).astype(_F)
 
 
-_MAPS = {"REFLECT": _reflect, "WRAP": _wrap, "CONSTANT": lambda v, length: v, "NEAREST": _clamp}
+def _wrap_high(v: np.ndarray, length: int) -> np.ndarray:
+    return v - (length * _truncated(v / _F(length - 1))).astype(_F)
+
+
+_MAPS = {"REFLECT": _outside_mapped(_reflect_low, _reflect_high), "WRAP": _outside_mapped(_wrap_low, _wrap_high),
+         "CONSTANT": lambda v, length: v, "NEAREST": _clamp}
 
 
 def _round_half_away(v: np.ndarray) -> np.ndarray:

@@ -11,7 +11,13 @@ from graph_ir.errors import LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
-from graph_ir.lowering.saved_model import frozen_graph_def, saved_model_function, with_input_shapes
+from graph_ir.lowering.saved_model import (
+    frozen_graph_def,
+    has_unknown_dims,
+    is_concrete,
+    saved_model_function,
+    with_input_shapes,
+)
 from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare
 
 InputShapes = str | Mapping[str, Sequence[int]] | None
@@ -38,11 +44,11 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
     Raises:
       LoweringError: naming the TF node or the argument that cannot be lowered, or why; every failure is one.
     """
-    concrete = not hasattr(fn, "get_concrete_function") and hasattr(fn, "captured_inputs")
+    concrete = is_concrete(fn)
     if input_shapes is not None and (not concrete or args):
         raise ArgumentKindError("input_shapes= gives a ConcreteFunction's (or SavedModel signature's) argument shapes; "
                                 "a tf.function is traced with its arguments' tf.TensorSpecs instead")
-    if concrete and any(not spec.shape.is_fully_defined() for spec in fn.graph.inputs if spec.dtype != "resource"):
+    if concrete and has_unknown_dims(fn):
         fn, args = with_input_shapes(fn, input_shapes)  # traced again on the given shapes, or refused naming the dim
     with lowering_errors("lowering the step"):
         step = prepare(fn, args, fetches, session)

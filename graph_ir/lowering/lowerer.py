@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.dtypes import BY_NAME, COMPLEX64, from_tf
+from graph_ir.dtypes import TENSOR_DTYPES, from_tf
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering import ops
@@ -195,9 +195,9 @@ class Lowerer(LoweringContext):
         if node.name not in self.args:
             raise LoweringError(f"Placeholder {node.name!r} is neither a function argument nor a captured variable")
         tf_dtype = tf.dtypes.as_dtype(attr_value(node, "dtype"))
-        if tf_dtype.name not in (*BY_NAME, COMPLEX64.name):
+        if tf_dtype.name not in TENSOR_DTYPES:
             raise LoweringError(f"argument {node.name!r} has dtype {tf_dtype.name}, which graph_ir has no GE type "
-                                f"for; it takes {', '.join((*BY_NAME, COMPLEX64.name))}")
+                                f"for; it takes {', '.join(TENSOR_DTYPES)}")
         dtype = from_tf(tf_dtype.as_datatype_enum)
         shape_proto = node.attr["shape"].shape
         if shape_proto.unknown_rank or any(d.size < 0 for d in shape_proto.dim):

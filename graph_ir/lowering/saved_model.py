@@ -89,9 +89,19 @@ def with_input_shapes(concrete, input_shapes: str | Mapping[str, Any] | None) ->
     def call(*tensors):
         return concrete(**dict(zip(names, tensors))) if by_keyword else concrete(*tensors)
 
-    call.__name__ = getattr(concrete, "name", "function").decode() if isinstance(getattr(concrete, "name", None), bytes) \
-        else str(getattr(concrete, "name", "function"))
+    name = getattr(concrete, "name", b"function")  # a ConcreteFunction's name is bytes
+    call.__name__ = name.decode() if isinstance(name, bytes) else str(name)
     return tf.function(call, autograph=False), specs
+
+
+def is_concrete(fn: Any) -> bool:
+    """Whether fn is a ConcreteFunction (traced already: its shapes come with it)."""
+    return not hasattr(fn, "get_concrete_function") and hasattr(fn, "captured_inputs")
+
+
+def has_unknown_dims(concrete) -> bool:
+    """Whether a ConcreteFunction takes a tensor whose shape is not fully known (a None batch)."""
+    return any(not t.shape.is_fully_defined() for t in concrete.graph.inputs if t.dtype != tf.resource)
 
 
 def _register_our_ops() -> None:

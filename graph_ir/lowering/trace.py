@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.dtypes import BY_NAME, COMPLEX64
+from graph_ir.dtypes import TENSOR_DTYPES
 from graph_ir.errors import GraphError, LoweringError
 from graph_ir.lowering.capture import function_variables, ge_name, graph_variables, parse_tensor, variable_key
 from graph_ir.lowering.inline import inline_calls, is_stateful
@@ -156,9 +156,9 @@ def _check_argument(tensor) -> None:
         raise LoweringError(f"argument {name!r} is a {dtype.name} tensor (a tf.data iterator or dataset, or a "
                             "resource other than a tf.Variable), which cannot be an input of a GE graph; "
                             f"{_BATCH_HINT}")
-    if dtype.name not in (*BY_NAME, COMPLEX64.name):
+    if dtype.name not in TENSOR_DTYPES:
         raise LoweringError(f"argument {name!r} has dtype {dtype.name}, which graph_ir has no GE type for; it takes "
-                            f"{', '.join((*BY_NAME, COMPLEX64.name))}")
+                            f"{', '.join(TENSOR_DTYPES)}")
 
 
 def fetch_names(fetches) -> tuple[list[str], list[str]]:

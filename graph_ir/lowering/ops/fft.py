@@ -39,9 +39,9 @@ def complex_div_no_nan(lower: Callable) -> Callable:
         x, y = inputs
         quotient = first(ctx.add("RealDiv", [x, y], suffix="quotient"))
         size = first(ctx.add("ComplexAbs", [y], {"Tout": "float32"}, suffix="divisor_abs"))
-        zero_divisor = first(ctx.add("Equal", [size, ctx.const(np.float32(0), "zero")], suffix="divisor_is_zero"))
-        zero = first(ctx.add("Complex", [ctx.const(np.float32(0), "zero_real"), ctx.const(np.float32(0), "zero_imag")],
-                             {"Tout": "complex64"}, suffix="complex_zero"))
+        zero32 = ctx.const(np.float32(0), "zero")
+        zero_divisor = first(ctx.add("Equal", [size, zero32], suffix="divisor_is_zero"))
+        zero = first(ctx.add("Complex", [zero32, zero32], {"Tout": "complex64"}, suffix="complex_zero"))
         return ctx.add("SelectV2", [zero_divisor, zero, quotient])
 
     return lower_complex

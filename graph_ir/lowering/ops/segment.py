@@ -19,15 +19,15 @@ from graph_ir.lowering.ops.common import first, maps_to, same
 from graph_ir.opset.segment import sorted_segment_count
 
 
-def _segments(ctx, node, x, ids) -> tuple[np.ndarray, np.ndarray]:
-    """(the Const ids, each segment's row count), after TF's checks on sorted ids."""
+def _segment_sizes(ctx, node, x, ids) -> np.ndarray:
+    """Each segment's row count, from the Const ids after TF's checks on sorted ids."""
     value = ctx.value(ids)
     if value is None:
         raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: segment_ids must be known when lowering (a "
                             f"Const), got {ids.node.type} {ids.node.name!r}; the output's length is the last id + 1")
     value = np.asarray(value).astype(np.int64)
     count = sorted_segment_count(node.op, node.name, value, x.shape[0] if x.shape else -1)
-    return value, np.bincount(value, minlength=count)
+    return np.bincount(value, minlength=count)
 
 
 def _per_segment(sizes: np.ndarray, rank: int) -> np.ndarray:
@@ -37,7 +37,7 @@ def _per_segment(sizes: np.ndarray, rank: int) -> np.ndarray:
 @maps_to("SegmentMax")
 def _segment_min(ctx, node, inputs):
     x, ids = inputs
-    _, sizes = _segments(ctx, node, x, ids)
+    sizes = _segment_sizes(ctx, node, x, ids)
     if x.dtype.name in ("float16", "bfloat16", "float32", "float64"):
         negated = first(ctx.add("Neg", [x], suffix="negated"))
         largest = first(ctx.add("SegmentMax", [negated, ids], suffix="largest_negated"))
@@ -55,7 +55,7 @@ def _segment_mean(ctx, node, inputs):
     if x.dtype.name not in ("float16", "bfloat16", "float32", "float64"):
         raise LoweringError(f"cannot lower TF SegmentMean {node.name!r} of {x.dtype.name}: an integer mean is TF's "
                             "truncating division, which no GE op here computes; take the mean of floats")
-    _, sizes = _segments(ctx, node, x, ids)
+    sizes = _segment_sizes(ctx, node, x, ids)
     total = first(ctx.add("SegmentSum", [x, ids], suffix="sum"))
     counts = ctx.const(_per_segment(np.maximum(sizes, 1), len(x.shape)).astype(x.dtype.numpy), "count")
     return ctx.add("RealDiv", [total, counts])
