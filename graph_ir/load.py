@@ -21,6 +21,8 @@ from google.protobuf import message, text_format
 
 from graph_ir import proto, registry
 from graph_ir.dtypes import from_ge, from_proto
+from graph_ir.dynamic import add_template_node, check_template
+from graph_ir.dynamic.template import check_template_desc
 from graph_ir.errors import GraphError
 from graph_ir.graph import NET_OUTPUT, Graph
 from graph_ir.load_subgraphs import check_binding, graph_defs, subgraph_tree
@@ -41,12 +43,15 @@ def _edge(node: str, edge: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
-def _desc(node: str, field: str, d) -> TensorDesc:
+def _desc(node: str, field: str, d, template_op: registry.IrOp | None = None) -> TensorDesc:
+    """A desc from the file; in a template (a file with -1 dims, graph_ir/dynamic) of a node of `template_op`."""
     try:
         dtype = from_proto(d.dtype)
     except ValueError as e:
         raise GraphError(f"node {node!r}: {field} has {e}") from None
-    return TensorDesc(d.name, dtype, check_shape(node, field, d.shape.dim))
+    shape = check_shape(node, field, d.shape.dim) if template_op is None else \
+        check_template_desc(node, template_op, field, d.shape.dim)
+    return TensorDesc(d.name, dtype, shape)
 
 
 def _tensor(node: str, field: str, t) -> np.ndarray:
@@ -162,14 +167,24 @@ def from_model_def(model) -> Graph:
     defs = graph_defs(model, root_name)
     parents, depth = subgraph_tree(root_name, root_def, defs)
     built: dict[str, Graph] = {}
+    template = _is_template(model)
     for sub in sorted(defs, key=lambda name: -depth[name]):
-        built[sub] = _build_graph(defs[sub], sub, built, parents[sub])
-    root = _build_graph(root_def, root_name, built, None)
+        built[sub] = _build_graph(defs[sub], sub, built, parents[sub], template)
+    root = _build_graph(root_def, root_name, built, None, template)
     root.subgraphs = {name: built[name] for name in defs}  # the file's order, so a round trip is byte-identical
+    if _is_template(model):
+        check_template(root)
     return root
 
 
-def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tuple[str, str, int] | None) -> Graph:
+def _is_template(model) -> bool:
+    """Whether a desc of the model has a negative dim: then it is read as a template (graph_ir/dynamic), whose
+    own checks refuse every negative dim but -1."""
+    return any(d < 0 for g in model.graph for op in g.op for desc in op.output_desc for d in desc.shape.dim)
+
+
+def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tuple[str, str, int] | None,
+                 template: bool) -> Graph:
     graph = Graph(graph_name)
     op_defs = {}
     for op in graph_def.op:
@@ -195,9 +210,13 @@ def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tu
             raise GraphError(f"node {name!r} ({op_def.type}) has attributes the registry does not know: "
                              f"{sorted(unknown)[:8]}")
         attrs = {k: _attr(name, k, v, specs[k]) for k, v in op_def.attr.items() if k in specs}
-        descs = [_desc(name, f"output_desc[{k}]", d) for k, d in enumerate(op_def.output_desc)]
-        node = graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
-                              exact_name=True, subgraphs=[built[sub] for sub in op_def.subgraph_name])
+        descs = [_desc(name, f"output_desc[{k}]", d, spec if template else None)
+                 for k, d in enumerate(op_def.output_desc)]
+        subgraphs = [built[sub] for sub in op_def.subgraph_name]
+        node = add_template_node(graph, op_def.type, inputs, attrs, name=name, control_inputs=controls,
+                                 output_descs=descs, subgraphs=subgraphs) if template else \
+            graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
+                           exact_name=True, subgraphs=subgraphs)
         if parent is not None:
             check_binding(graph.name, node, op_def, parent)
     if NET_OUTPUT in graph.nodes:

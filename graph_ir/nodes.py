@@ -19,6 +19,12 @@ class TensorDesc:
     shape: tuple[int, ...]
 
     @property
+    def is_static(self) -> bool:
+        """Whether every dim is known (a template graph's descs hold -1 for a dim known only at run time:
+        graph_ir/dynamic)."""
+        return all(d >= 0 for d in self.shape)
+
+    @property
     def num_elements(self) -> int:
         return math.prod(self.shape)  # a Python int: no overflow, whatever the dims
 
@@ -67,6 +73,9 @@ class Node:
     control_inputs: list[Node] = field(default_factory=list)
     # A functional op's (If, Case, While) subgraphs, graph_ir.Graph objects in IR order (graph_ir/opset/control.py).
     subgraph_graphs: list[Any] = field(default_factory=list)
+    # The output values known while the graph is built though the node stays one (a shape computed from a tensor
+    # whose dims are known only at run time, graph_ir/dynamic): what inputs read as a Const's value (verify.const_value).
+    known_values: list[Any] | None = None
 
     @property
     def type(self) -> str:

@@ -63,6 +63,10 @@ class IrAttr:
     default: object = None
     required: bool = False
     minimum: int | None = None  # for "int" attrs
+    # Set by Ascend's TF adapter and read by CANN's infer functions, but not a REG_OP member: the convolutions'
+    # `padding` ("SAME" or "VALID", from which ops/built-in/op_proto/nn_calculation_ops.cc recomputes `pads` at each
+    # input size). Left out of a node unless given.
+    adapter: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@
   Values are dropped after their last use.
 - run_graph returns copies of the NetOutput values, so later runs cannot change what it returned. Outputs that are
   the same tensor (or views of one buffer) are returned as one array (or views of one copy).
+- A graph with dims known only at run time (-1 in its Data descs, graph_ir/dynamic) is planned at each call's input
+  shapes, and the plans are kept by shapes (graph_ir/shape_plans.py); what follows holds for each such plan.
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
   new arrays, returned copies, and at each node its executor's working memory: graph_ir.executors.WORKSPACE) and
   refuses a graph above the session's bound (max_run_bytes, by default 256 MiB plus 4 times the graph's own data:
@@ -24,98 +26,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from graph_ir.dtypes import as_dtype
+from graph_ir.dynamic import is_template
 from graph_ir.errors import GraphError
-from graph_ir.executors import WORKSPACE, run_settings
 from graph_ir.executors import control as control_flow
-from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step, resolve_steps
+from graph_ir.executors import run_settings
+from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE
 from graph_ir.frozen import unheld_message
 from graph_ir.graph import Graph
-from graph_ir.nodes import Node
-from graph_ir.snapshots import snapshots_to_copy, value_storage
+from graph_ir.planner import Plan, plan
+from graph_ir.shape_plans import DEFAULT_MAX_PLANS, ShapePlans
 from graph_ir.verify import is_int
-
-BASE_RUN_BYTES = 256 * 2**20
-GRAPH_DATA_FACTOR = 4
-
-
-@dataclass
-class _Plan:
-    graph: Graph
-    order: list[Node]
-    fed: list[Node]  # Data and RefData nodes
-    snapshot: set[tuple[str, int]]  # snapshot outputs (Identity, IdentityN) that must copy their source
-    drop_after: list[list[tuple[str, int]]]  # values no later node reads, per position
-    peak_bytes: int
-    subplans: dict[str, control_flow.Subplan] = field(default_factory=dict)  # every subgraph's, shared
-    steps: list[Step] = field(default_factory=list)  # order, resolved for the run loop
-    slots: int = 0  # how many value slots a run uses
-
-
-def _plan(graph: Graph, limit: int | None, subplans: dict[str, control_flow.Subplan] | None = None) -> _Plan:
-    """The run order, which Identities copy, when values die, and the peak memory of a run (checked against the
-    bound)."""
-    if subplans is None:  # the root graph: its subgraphs first (a subgraph's own bound is its root's)
-        subplans = control_flow.plan_subgraphs(graph, lambda sub, plans: _plan(sub, 2**63, plans))
-    order = graph.topological_order()
-    fed_nodes = [n for n in order if n.type in ("Data", "RefData")]
-    fed: dict[int, str] = {}
-    for node in fed_nodes:
-        other = fed.setdefault(node.attrs["index"], node.name)
-        if other != node.name:
-            raise GraphError(f"graph {graph.name!r}: nodes {other!r} and {node.name!r} are both fed input "
-                             f"{node.attrs['index']}; each input index feeds one Data node")
-    position = {n.name: k for k, n in enumerate(order)}
-    # First as if no snapshot copied: which snapshots must copy (their source written while they are still read).
-    storage, _, _, _, last_use = value_storage(graph, order, position, lambda key: False)
-    copies = snapshots_to_copy(graph, order, position, storage, last_use)
-    storage, _, sizes, graph_bytes, last_use = value_storage(graph, order, position, copies.__contains__)
-    snapshot = {key for key in copies if storage[key] == key}
-    drop_after: list[list[tuple[str, int]]] = [[] for _ in order]
-    for key, k in last_use.items():
-        drop_after[k].append(key)
-    # Peak: buffers allocated so far and not yet dead (a buffer dies with the last value living in it).
-    buffer_death: dict[tuple[str, int], int] = {}
-    for key, buf in storage.items():
-        buffer_death[buf] = max(buffer_death.get(buf, -1), last_use.get(key, position[key[0]]))
-    freed_at: dict[int, int] = {}
-    for buf, size in sizes.items():
-        freed_at[buffer_death[buf]] = freed_at.get(buffer_death[buf], 0) + size
-    live = peak = 0
-    peak_at = (None, 0, 0)  # the node where the peak falls, its outputs and its working memory
-    for k, node in enumerate(order):
-        made = sum(sizes.get((node.name, j), 0) for j in range(len(node.output_descs)))
-        if node.type == "NetOutput":  # the returned copies, one per distinct buffer
-            made += sum(_nbytes(graph, b) for b in {storage[(h.node.name, h.index)] for h in node.inputs})
-        work = control_flow.workspace(node, subplans) if node.subgraph_graphs else _workspace(node)
-        live += made
-        if live + work > peak:
-            peak, peak_at = live + work, (node, made, work)
-        live -= freed_at.get(k, 0)
-    bound = limit if limit is not None else BASE_RUN_BYTES + GRAPH_DATA_FACTOR * graph_bytes
-    if peak > bound:
-        node, made, work = peak_at
-        raise GraphError(f"graph {graph.name!r}: a run would hold {peak} bytes, above this session's bound of {bound} "
-                         f"bytes, at node {node.name!r} ({node.type}: {made} bytes of outputs and {work} bytes of "
-                         f"working memory, beside {peak - made - work} bytes of live values); pass "
-                         f"graph_ir.Session(max_run_bytes=...) to allow more")
-    steps, slots = resolve_steps(order, snapshot, drop_after)
-    return _Plan(graph, order, fed_nodes, snapshot, drop_after, peak, subplans, steps, slots)
-
-
-def _workspace(node: Node) -> int:
-    """The working memory node's executor holds while it runs (graph_ir.executors.WORKSPACE; 0 if not listed)."""
-    rule = WORKSPACE.get(node.type)
-    return 0 if rule is None else max(int(rule(node)), 0)
-
-
-def _nbytes(graph: Graph, key: tuple[str, int]) -> int:
-    return graph.nodes[key[0]].output_descs[key[1]].nbytes
 
 
 class Session:
@@ -128,19 +53,24 @@ class Session:
     setting). threads: the threads a run's large executors split their work over (graph_ir/executors/threads.py; the
     results do not depend on it); None, the default, is every CPU the process may run on. keep_memory: freed large
     buffers stay with the process for the next run (graph_ir/executors/run_settings.py; True by default).
+    max_shape_plans: for a graph with dims known only at run time (-1, graph_ir/dynamic), the most plans kept, one per
+    combination of input shapes (graph_ir/shape_plans.py).
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
                  max_loop_work: int = control_flow.DEFAULT_MAX_LOOP_WORK, blas_threads: int | None = 1,
-                 threads: int | None = None, keep_memory: bool = True):
+                 threads: int | None = None, keep_memory: bool = True, max_shape_plans: int = DEFAULT_MAX_PLANS):
         control_flow.check_budgets(max_loop_iterations, max_loop_work)
         run_settings.check(max_run_bytes, blas_threads, threads, keep_memory)
+        if not is_int(max_shape_plans) or max_shape_plans < 1:
+            raise TypeError(f"max_shape_plans must be an int >= 1, got {max_shape_plans!r}")
+        self.max_shape_plans = int(max_shape_plans)
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
         self.max_loop_work = int(max_loop_work)  # the most elements a run's loops touch (control_flow.NODE_WORK)
         control_flow.reset_budgets(self)
         self.blas_threads, self.threads, self.keep_memory = blas_threads, threads, keep_memory
         self._max_run_bytes = max_run_bytes
-        self._plans: dict[int, _Plan] = {}
+        self._plans: dict[int, Plan | ShapePlans] = {}
         self._variables: dict[str, np.ndarray] = {}
         self._frozen: dict[str, list[str]] = {}  # learning-rate variables the added graphs froze (Graph.frozen_variables)
         self._lock = threading.Lock()
@@ -154,7 +84,8 @@ class Session:
             raise GraphError(f"add_graph: graph {graph.name!r} is a subgraph of node {graph.parent_node.name!r}; add "
                              f"its root graph {graph.root.name!r}")
         graph.verify()
-        plan = _plan(graph, self._max_run_bytes)
+        planned = ShapePlans(graph, self._max_run_bytes, self.max_shape_plans) if is_template(graph) else \
+            plan(graph, self._max_run_bytes)
         with self._lock:
             if graph_id in self._plans:
                 raise ValueError(f"graph id {graph_id} is already added; remove_graph({graph_id}) first")
@@ -169,7 +100,7 @@ class Session:
                                      f"{graph.name!r} declares {value.dtype}{list(value.shape)}")
             self._variables.update(new)
             self._frozen.update(graph.frozen_variables)
-            self._plans[graph_id] = plan
+            self._plans[graph_id] = planned
 
     def remove_graph(self, graph_id: int) -> None:
         with self._lock:
@@ -177,7 +108,7 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id!r}")
             del self._plans[graph_id]
 
-    def _feeds(self, plan: _Plan, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+    def _feeds(self, plan: Plan, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
         feeds, graph, data = {}, plan.graph, plan.fed
         wanted = max((n.attrs["index"] for n in data), default=-1) + 1
         if len(inputs) != wanted:
@@ -221,13 +152,17 @@ class Session:
         with self._lock:
             if graph_id not in self._plans:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
-            plan = self._plans[graph_id]
-            feeds = self._feeds(plan, inputs)
+            entry = self._plans[graph_id]
+            planned = entry.plan_for(inputs) if isinstance(entry, ShapePlans) else entry
+            feeds = self._feeds(planned, inputs)
             control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
             with run_settings.applied(self.blas_threads, self.threads, self.keep_memory):
-                return self._run(plan, feeds)
+                outputs = self._run(planned, feeds)
+            if isinstance(entry, ShapePlans):  # a smaller call after a larger one gives the difference back
+                entry.largest_peak = run_settings.release_below(planned.peak_bytes, entry.largest_peak)
+            return outputs
 
-    def _run(self, plan: _Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:
+    def _run(self, plan: Plan, feeds: dict[str, np.ndarray], copy_outputs: bool = True) -> list[np.ndarray]:
         values: list[Any] = [None] * plan.slots
         outputs: list[np.ndarray] = []
         for step in plan.steps:

@@ -149,7 +149,9 @@ def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
 
 def const_value(op: IrOp, node: str, handle, what: str) -> np.ndarray:
     """The value of the Const feeding input `what` (a shape, axes, multiples): graph_ir needs static shapes, so
-    such inputs must be known when the graph is built."""
+    such inputs must be known when the graph is built (a Const, or a node whose value is known: Node.known_values)."""
+    if handle.node.known_values is not None:
+        return np.asarray(handle.node.known_values[handle.index])
     if handle.node.type != "Const":
         raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const (static shapes), got "
                          f"{handle.node.type} {handle.node.name!r}")

@@ -53,6 +53,21 @@ def keep_freed_memory() -> bool:
     return _KEPT[0]
 
 
+def release_below(peak: int, largest: int) -> int:
+    """After a run that held `peak` bytes, where earlier runs of the graph held up to `largest`: gives freed memory
+    back to the system (glibc's malloc_trim) when this run needed under half of it, so that a small batch after a
+    large one does not keep the large one's pages. Returns the new largest peak to compare the next run with."""
+    if peak * 2 >= largest:
+        return max(peak, largest)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator keeps what it keeps
+    return peak
+
+
 @contextlib.contextmanager
 def applied(blas: int | None, threads: int | None, keep_memory: bool) -> Iterator[None]:
     """The settings, for one run."""

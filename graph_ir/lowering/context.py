@@ -17,16 +17,13 @@ from typing import Any
 import numpy as np
 
 from graph_ir.errors import LoweringError
-from graph_ir.executors import EXECUTORS
-from graph_ir.executors.array import SHAPE_ONLY
+from graph_ir.executors.folding import fold_values, known_value, replace_by_consts
 from graph_ir.graph import Graph
 from graph_ir.lowering.capture import parse_tensor
 from graph_ir.nodes import Handle, Node
 
 # The lowering of TF's functional ops (If/Case/While: graph_ir/lowering/control.py), fn(ctx, node_def, inputs).
 FunctionalLowering = Callable[["LoweringContext", Any, list[Handle]], Any]
-FOLD_LIMIT = 4096  # the most elements a folded input or result may have (larger results stay GE nodes)
-_NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep read-before-write order
 
 
 class LoweringContext:
@@ -43,6 +40,8 @@ class LoweringContext:
         self.current: Any = None  # the NodeDef being lowered
         self.current_controls: list[Node] = []
         self._readers: dict[str, list[Any]] | None = None  # TF node name -> the TF nodes reading it (sole_reader)
+        # The size unknown dims take in this lowering (graph_ir/dynamic/probe.py), or None when every dim is known.
+        self.probe: int | None = None
 
     def handle(self, tensor: str) -> Handle:
         """The GE handle of TF tensor "name:k"."""
@@ -90,8 +89,9 @@ class LoweringContext:
 
     @staticmethod
     def value(handle: Handle) -> np.ndarray | None:
-        """The value of a handle known at lowering time (a Const's), else None."""
-        return handle.node.attrs["value"] if handle.node.type == "Const" else None
+        """The value of a handle known at lowering time (a Const's, or a value known at the probe size), else
+        None."""
+        return known_value(handle)
 
     def _name(self, suffix: str) -> str:
         """The GE name for the TF node being lowered: its own, plus `suffix` for a helper node."""
@@ -111,18 +111,24 @@ class LoweringContext:
         return self._folded(node)
 
     def _folded(self, node: Node) -> Node | list[Handle]:
-        given = [h for h in node.inputs if h is not None]
-        foldable = node.type in SHAPE_ONLY or (
-            node.type in EXECUTORS and node.type not in _NEVER_FOLDED and not node.op.refs
-            and all(h.node.type == "Const" and h.desc.num_elements <= FOLD_LIMIT for h in given))
-        # Complex results stay GE nodes: CANN's Const declares no complex type (graph_ir/dtypes.py COMPLEX64).
-        if not foldable or any(d.num_elements > FOLD_LIMIT or d.dtype.name == "complex64" for d in node.output_descs):
+        values = fold_values(node)
+        if values is None:
             return node
-        args = [None if node.type in SHAPE_ONLY else h.node.attrs["value"] for h in given]
-        values = EXECUTORS[node.type](node, args)
-        self.graph.remove_last(node)
-        names = [node.name] + [f"{node.name}/output_{k}" for k in range(1, len(values))]
-        consts = [self.graph.add_node("Const", (), {"value": np.asarray(v, dtype=d.dtype.numpy).reshape(d.shape)},
-                                      name=n, control_inputs=node.control_inputs, exact_name=k == 0)
-                  for k, (n, v, d) in enumerate(zip(names, values, node.output_descs))]
-        return consts[0] if len(consts) == 1 else [c.output(0) for c in consts]
+        if self.probe is not None and self._depends_on_arguments(node):
+            node.known_values = values  # known at this probe size only: it stays a node (graph_ir/dynamic)
+            return node
+        return replace_by_consts(self.graph, node, values)
+
+    def _depends_on_arguments(self, node: Node) -> bool:
+        """Whether the node's value (or, for Shape, Size and ShapeN, its input's shape) depends on a Data node:
+        with unknown dims (a probe lowering) such values hold only at the probe size."""
+        stack, seen = [h.node for h in node.inputs if h is not None], set()
+        while stack:
+            source = stack.pop()
+            if id(source) in seen or source.type in ("Const", "Variable"):
+                continue
+            if source.type in ("Data", "RefData") or source.subgraph_graphs:
+                return True
+            seen.add(id(source))
+            stack.extend(h.node for h in source.inputs if h is not None)
+        return False

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from graph_ir.dynamic import PROBES, merge
 from graph_ir.errors import LoweringError
 from graph_ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
@@ -18,7 +19,7 @@ from graph_ir.lowering.saved_model import (
     saved_model_function,
     with_input_shapes,
 )
-from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare
+from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare, unknown_dims
 
 InputShapes = str | Mapping[str, Sequence[int]] | None
 
@@ -38,7 +39,9 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
         graph; Session.set_variables refuses its name), or stays a GE Variable that drives each step through GE ops
         taking lr as a tensor (for callbacks such as ReduceLROnPlateau that change it between steps).
       input_shapes: for a ConcreteFunction whose dims are unknown (a None batch): each argument's shape by name, as
-        ATC's --input_shape gives them ("x:8,12;y:8") or as a mapping ({"x": (8, 12)}).
+        ATC's --input_shape gives them ("x:8,12;y:8", -1 for a dim known only at run time) or as a mapping
+        ({"x": (8, 12)}). Dims left unknown lower as GE's -1: the graph is a template that the Session runs at
+        every call's shapes (graph_ir/dynamic).
     Returns:
       a verified graph_ir.Graph.
     Raises:
@@ -48,18 +51,30 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
     if input_shapes is not None and (not concrete or args):
         raise ArgumentKindError("input_shapes= gives a ConcreteFunction's (or SavedModel signature's) argument shapes; "
                                 "a tf.function is traced with its arguments' tf.TensorSpecs instead")
-    if concrete and has_unknown_dims(fn):
-        fn, args = with_input_shapes(fn, input_shapes)  # traced again on the given shapes, or refused naming the dim
+    if concrete and has_unknown_dims(fn) and input_shapes is not None:
+        fn, args = with_input_shapes(fn, input_shapes)  # traced again on the given shapes
     with lowering_errors("lowering the step"):
         step = prepare(fn, args, fetches, session)
     if not isinstance(freeze_learning_rate, bool):
         raise LoweringError(f"freeze_learning_rate must be a bool, got {freeze_learning_rate!r:.80}")
 
+    probes = PROBES if any(unknown_dims(step.graph_def, arg) for arg in step.args) else (None,)
+
+    def lower_at(probe: int | None, never_frozen: frozenset[str]) -> Graph:
+        what = f"lowering {step.name}" + ("" if probe is None else f" with its unknown dims at {probe}")
+        with lowering_errors(what):
+            try:
+                return Lowerer(step.graph_def, step.name, args=step.args, variables=step.variables,
+                               outputs=step.outputs, must_run=step.must_run, functional=lower_functional,
+                               freeze_learning_rate=freeze_learning_rate, never_frozen=never_frozen,
+                               probe=probe).run()
+            except LoweringError as e:
+                raise LoweringError(f"{what}: {e}" if probe is not None else str(e)) from e
+
     def lower(never_frozen: frozenset[str]) -> Graph:
+        graphs = [lower_at(probe, never_frozen) for probe in probes]
         with lowering_errors(f"lowering {step.name}"):
-            return Lowerer(step.graph_def, step.name, args=step.args, variables=step.variables, outputs=step.outputs,
-                           must_run=step.must_run, functional=lower_functional,
-                           freeze_learning_rate=freeze_learning_rate, never_frozen=never_frozen).run()
+            return graphs[0] if len(graphs) == 1 else merge(*graphs)  # a template: unknown dims are -1
 
     graph = lower(frozenset())
     # A variable frozen in one place but read or written in another (its Variable node is still there) must drive

@@ -45,7 +45,7 @@ class FunctionLowerer(Lowerer):
                          functional=parent.functional, freeze_learning_rate=parent.freeze_learning_rate,
                          never_frozen=parent.never_frozen)
         self.params, self.optional_descs = params, optional_descs
-        self.library = parent.library
+        self.library, self.probe = parent.library, parent.probe
         self.scalar_only -= set(value_args)  # parameters keep the parent's shapes
 
     def _lower_one(self, node):

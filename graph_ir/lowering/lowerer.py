@@ -33,8 +33,10 @@ class Lowerer(LoweringContext):
 
     def __init__(self, graph_def, name: str, *, args: list[str], variables: dict[str, tuple[str, np.ndarray, Any]],
                  outputs: list[str], must_run: list[str], functional: FunctionalLowering | None = None,
-                 freeze_learning_rate: bool = True, never_frozen: frozenset[str] = frozenset()):
+                 freeze_learning_rate: bool = True, never_frozen: frozenset[str] = frozenset(),
+                 probe: int | None = None):
         super().__init__(name, {n.name: n for n in graph_def.node}, functional)
+        self.probe = probe  # the size the arguments' unknown dims take (graph_ir/dynamic/probe.py), if any
         self.args, self.variables, self.outputs, self.must_run = args, variables, outputs, must_run
         # Learning-rate variables frozen into ApplyFusedEmaAdam's lr attribute (GE name -> where), unless the option
         # is off or the variable is one found read or written elsewhere in the step (graph_ir.lowering.from_tensorflow
@@ -200,10 +202,13 @@ class Lowerer(LoweringContext):
                                 f"for; it takes {', '.join(TENSOR_DTYPES)}")
         dtype = from_tf(tf_dtype.as_datatype_enum)
         shape_proto = node.attr["shape"].shape
-        if shape_proto.unknown_rank or any(d.size < 0 for d in shape_proto.dim):
-            raise LoweringError(f"argument {node.name!r} has an unknown shape; trace the function with a full "
-                                "tf.TensorSpec (GE Data nodes need static shapes)")
-        shape = tuple(d.size for d in shape_proto.dim)
+        if shape_proto.unknown_rank:
+            raise LoweringError(f"argument {node.name!r} has an unknown rank (tf.TensorSpec(None)); give its rank, "
+                                "with None for each dim known only at run time")
+        unknown = [k for k, d in enumerate(shape_proto.dim) if d.size < 0]
+        if unknown and self.probe is None:
+            raise LoweringError(f"argument {node.name!r} has unknown dims {unknown}; this lowering needs them known")
+        shape = tuple(self.probe if d.size < 0 else d.size for d in shape_proto.dim)
         if shape == () and node.name in self.scalar_only:
             shape = (1,)
         return self.graph.add_node("Data", (), {"index": self.args.index(node.name)}, name=node.name,

@@ -1,9 +1,11 @@
 """Lowering what users have: a ConcreteFunction or SavedModel signature whose dims are unknown (a None batch), given
-its input shapes by argument name as ATC's --input_shape gives them ("x:8,12;mask:8,12", or {"x": (8, 12)}).
+its input shapes by argument name as ATC's --input_shape gives them ("x:8,12;mask:8,12", or {"x": (8, 12)}; -1 for a
+dim left known only at run time).
 
 The function is called from a tf.function traced on those shapes, so TF itself checks them against the signature
-and the lowering sees a fully shaped step (its call is inlined). An argument left with an unknown dim is refused,
-naming the argument and the dim; so is a shape for an argument the function does not have."""
+and the lowering sees the step at those shapes (its call is inlined). Dims still unknown lower as GE's -1
+(graph_ir/dynamic); an unknown rank is refused, naming the argument; so is a shape for an argument the function does
+not have."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import tensorflow as tf
 
 from graph_ir.errors import LoweringError
 
-_DIMS = re.compile(r"^\d+(,\d+)*$|^$")
+_DIMS = re.compile(r"^-?\d+(,-?\d+)*$|^$")
 
 
 def parse_input_shapes(given: str | Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -29,8 +31,9 @@ def parse_input_shapes(given: str | Mapping[str, Any]) -> dict[str, tuple[int, .
         for piece in filter(None, (p.strip() for p in given.split(";"))):
             name, colon, dims = piece.rpartition(":")
             if not colon or not name or not _DIMS.match(dims.replace(" ", "")):
-                raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, as ATC's "
-                                    "--input_shape writes them, e.g. \"x:8,224,224,3;y:8\")")
+                raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, or -1 for a dim "
+                                    "known only at run time, as ATC's --input_shape writes them, e.g. "
+                                    "\"x:-1,224,224,3;y:-1\")")
             items.append((name, dims.replace(" ", "")))
     else:
         raise LoweringError(f"input_shapes must be a str (\"x:8,12;y:8\") or a mapping of names to shapes, got "
@@ -39,12 +42,12 @@ def parse_input_shapes(given: str | Mapping[str, Any]) -> dict[str, tuple[int, .
     for name, dims in items:
         values = [int(d) for d in dims.split(",")] if isinstance(dims, str) and dims else \
             ([] if isinstance(dims, str) else list(dims))
-        if not isinstance(name, str) or not all(isinstance(d, int) and d >= 0 for d in values):
-            raise LoweringError(f"input shape of {name!r} is {dims!r}; expected dims >= 0 (unknown dims are not "
-                                "lowered: give each its size)")
+        if not isinstance(name, str) or not all(isinstance(d, int) and d >= -1 for d in values):
+            raise LoweringError(f"input shape of {name!r} is {dims!r}; expected dims >= 0, or -1 for a dim known "
+                                "only at run time")
         if name in shapes:
             raise LoweringError(f"input shape of {name!r} is given twice")
-        shapes[name] = tuple(values)
+        shapes[name] = tuple(None if d == -1 else d for d in values)  # TF's unknown dim
     return shapes
 
 
@@ -64,8 +67,8 @@ def _arguments(concrete) -> tuple[list[tuple[str, tf.TensorSpec]], bool]:
 
 
 def with_input_shapes(concrete, input_shapes: str | Mapping[str, Any] | None) -> tuple[Any, list[tf.TensorSpec]]:
-    """A tf.function calling `concrete`, and the full specs to trace it with: each argument's shape from
-    `input_shapes` (by name) or its own, which must then be fully known."""
+    """A tf.function calling `concrete`, and the specs to trace it with: each argument's shape from `input_shapes`
+    (by name) or its own, whose rank must then be known."""
     shapes = parse_input_shapes(input_shapes) if input_shapes is not None else {}
     named, by_keyword = _arguments(concrete)
     names = [name for name, _ in named]
@@ -79,11 +82,10 @@ def with_input_shapes(concrete, input_shapes: str | Mapping[str, Any] | None) ->
         if not spec.shape.is_compatible_with(shape):
             raise LoweringError(f"argument {name!r}: input shape {shape.as_list()} does not fit the function's "
                                 f"{spec.shape}")
-        if shape.rank is None or None in shape.as_list():
-            dims = "its rank" if shape.rank is None else \
-                ", ".join(f"dim {k}" for k, d in enumerate(shape.as_list()) if d is None)
-            raise LoweringError(f"argument {name!r} has shape {spec.shape} ({dims} unknown); give it with "
-                                f"input_shapes={{{name!r}: (...)}} or \"{name}:d0,d1,...\", as ATC's --input_shape")
+        if shape.rank is None:
+            raise LoweringError(f"argument {name!r} has an unknown rank; give its shape with "
+                                f"input_shapes={{{name!r}: (...)}} or \"{name}:d0,d1,...\" (-1 for a dim known only "
+                                "at run time), as ATC's --input_shape")
         specs.append(tf.TensorSpec(shape, spec.dtype, name=name))
 
     def call(*tensors):

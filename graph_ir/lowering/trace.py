@@ -205,3 +205,12 @@ def _from_graph(source, fetches, session, values: bool) -> Step:
     variables = graph_variables(graph, graph_def, needed, session, source) if values else {}
     args = [n.name for n in graph_def.node if n.op == "Placeholder" and n.name in needed]
     return Step("graph", graph_def, args, variables, tensors, ops)
+
+
+def unknown_dims(graph_def, placeholder: str) -> bool:
+    """Whether the Placeholder `placeholder` of graph_def has a dim known only at run time (None, GE's -1)."""
+    node = next((n for n in graph_def.node if n.name == placeholder), None)
+    if node is None or "shape" not in node.attr:
+        return False
+    shape = node.attr["shape"].shape
+    return not shape.unknown_rank and any(d.size < 0 for d in shape.dim)

@@ -27,12 +27,47 @@ def _pair(op: IrOp, node: str, attrs, name: str) -> tuple[int, int]:
     return values[1], values[2]
 
 
+def padding_pads(op: IrOp, node: str, attrs, x_shape, f_shape) -> list[int] | None:
+    """The pads that the TF adapter's `padding` attribute gives for x [N, H, W, C] and filter [kh, kw, ...]: TF's
+    SAME or VALID padding, recomputed at each input size as CANN's conv infer functions recompute them
+    (ops/built-in/op_proto/nn_calculation_ops.cc); None without the attribute."""
+    mode = attrs.get("padding")
+    if mode is None:
+        return None
+    if mode not in ("SAME", "VALID"):
+        raise GraphError(f"{op.type} {node!r}: attribute 'padding' is {mode!r}; expected 'SAME' or 'VALID'")
+    if mode == "VALID":
+        return [0, 0, 0, 0]
+    (sh, sw), (dh, dw) = _pair(op, node, attrs, "strides"), _pair(op, node, attrs, "dilations")
+    return [*same_padding(x_shape[1], f_shape[0], sh, dh)[1:], *same_padding(x_shape[2], f_shape[1], sw, dw)[1:]]
+
+
+def with_padding_pads(op: IrOp, node: str, inputs, attrs: dict) -> dict:
+    """`attrs` with `pads` recomputed from the `padding` attribute at the inputs' shapes (a template graph's
+    convolution at a call's image size, graph_ir/dynamic); unchanged without it."""
+    if attrs.get("padding") is None:
+        return attrs
+    names = [i.name for i in op.inputs]
+
+    def dims(name: str) -> list[int]:
+        h = inputs[names.index(name)]
+        return list(h.shape) if name in ("x", "input", "filter") else const_dims(op, node, h, name)
+
+    x = dims(next(n for n in ("x", "input", "input_size") if n in names))
+    f = dims("filter" if "filter" in names else "filter_size")
+    return {**attrs, "pads": padding_pads(op, node, attrs, x, f)}
+
+
 def conv_geometry(op: IrOp, node: str, attrs, x_shape, f_shape) -> tuple[int, int]:
     """The output height and width of a convolution of x [N, H, W, C] by filter [kh, kw, C, O]."""
     (sh, sw), (dh, dw) = _pair(op, node, attrs, "strides"), _pair(op, node, attrs, "dilations")
     pads = attrs["pads"]
     if len(pads) != 4 or min(pads) < 0:
         raise GraphError(f"{op.type} {node!r}: pads must be [top, bottom, left, right] >= 0, got {pads}")
+    want = padding_pads(op, node, attrs, x_shape, f_shape)
+    if want is not None and list(pads) != want:
+        raise GraphError(f"{op.type} {node!r}: pads {list(pads)} are not what padding {attrs['padding']!r} gives for "
+                         f"x {list(x_shape)} and filter {list(f_shape)}: {want}")
     groups = attrs["groups"]
     if groups < 1 or x_shape[3] != f_shape[2] * groups or f_shape[3] % groups:
         # CANN's Conv2D REG_OP: groups splits x's channels (and the outputs) into g blocks, the filter [kh, kw, C/g, O]
@@ -93,7 +128,7 @@ def _conv2d_backprop_input(op: IrOp, node: str, inputs, attrs) -> list[TensorDes
 
 _CONV_ATTRS = (IrAttr("strides", "list_int", required=True), IrAttr("pads", "list_int", required=True),
                IrAttr("dilations", "list_int", [1, 1, 1, 1]), IrAttr("groups", "int", 1),
-               IrAttr("data_format", "string", "NHWC"))
+               IrAttr("data_format", "string", "NHWC"), IrAttr("padding", "string", adapter=True))
 register(IrOp("Conv2D", (IrInput("x", CONV), IrInput("filter", CONV), IrInput("bias", ("float16", "float32"),
                                                                                 optional=True),
                          IrInput("offset_w", ("int8",), optional=True)), (IrOutput("y", CONV),),

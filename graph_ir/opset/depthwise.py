@@ -64,7 +64,8 @@ def _backprop_filter(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 
 _ATTRS = (IrAttr("strides", "list_int", required=True), IrAttr("dilations", "list_int", [1, 1, 1, 1]),
-          IrAttr("pads", "list_int", required=True), IrAttr("data_format", "string", "NHWC"))
+          IrAttr("pads", "list_int", required=True), IrAttr("data_format", "string", "NHWC"),
+          IrAttr("padding", "string", adapter=True))
 register(IrOp("DepthwiseConv2D", (IrInput("x", FLOATS), IrInput("filter", FLOATS),
                                   IrInput("bias", ("float16", "float32"), optional=True),
                                   IrInput("offset_w", ("int8",), optional=True)), (IrOutput("y", FLOATS),),

@@ -133,8 +133,12 @@ def test_an_op_it_cannot_lower_is_named():
         tf_plugin.raw_ops.ResourceApplyPowerSign(var=var, m=m, lr=0.1, logbase=1.0, sign_decay=1.0, beta=0.9,
                                                  grad=grad)
 
-    with pytest.raises(graph_ir.LoweringError, match="unknown shape"):
+    # A grad of unknown length cannot update a var of 4: refused when lowering, at the size the unknown dim took.
+    with pytest.raises(graph_ir.LoweringError, match=r"unknown dims at 48: .*'grad' has shape \[48\] but 'var' has "
+                                                     r"\[4\]"):
         graph_ir.from_tensorflow(dynamic, tf.TensorSpec((None,), tf.float32))
+    with pytest.raises(graph_ir.LoweringError, match=r"argument 'grad' has an unknown rank"):
+        graph_ir.from_tensorflow(dynamic, tf.TensorSpec(None, tf.float32))
 
 
 def test_ref_variables_in_a_tf_graph_and_graph_def():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_ir.lowering.context import FOLD_LIMIT
+from graph_ir.executors.folding import FOLD_LIMIT
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS
 from tests.helpers import train_steps
 

@@ -18,8 +18,10 @@ GRAPH_IR_LAYERS = [
     ["graph_ir.errors", "graph_ir.frozen"], ["graph_ir.dtypes"], ["graph_ir.registry"], ["graph_ir.nodes"],
     ["graph_ir.verify"], ["graph_ir.output_rules", "graph_ir.pruning"], ["graph_ir.opset"],
     ["graph_ir.proto", "graph_ir.serialize", "graph_ir.onnx_dump"], ["graph_ir.graph", "graph_ir.nesting"], ["graph_ir.builders"],
-    ["graph_ir.ops"], ["graph_ir.load", "graph_ir.load_subgraphs"], ["graph_ir.aliasing", "graph_ir._binding"],
-    ["graph_ir.kernels"], ["graph_ir.executors"], ["graph_ir.session", "graph_ir.snapshots"],
+    ["graph_ir.ops"], ["graph_ir.aliasing", "graph_ir._binding"],
+    ["graph_ir.kernels"], ["graph_ir.executors"], ["graph_ir.dynamic"], ["graph_ir.load", "graph_ir.load_subgraphs"],
+    ["graph_ir.snapshots", "graph_ir.planner"],
+    ["graph_ir.shape_plans"], ["graph_ir.session"],
     ["graph_ir.lowering", "graph_ir.compare"],
     ["graph_ir"],
 ]

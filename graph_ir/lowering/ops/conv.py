@@ -48,6 +48,8 @@ def _conv_attrs(node, size, kernel, channels: tuple[int, int, int] | None = None
     grouped (TF's Conv2D with a filter of fewer inputs than x's channels, Keras Conv2D(groups=g))."""
     attrs = {"strides": tf_attr(node, "strides"), "pads": _pads(node, size, kernel),
              "dilations": tf_attr(node, "dilations") or [1, 1, 1, 1], "data_format": "NHWC"}
+    if tf_attr(node, "padding") == "SAME":  # kept as the TF adapter keeps it: pads follow the image size
+        attrs["padding"] = "SAME"
     if channels is not None:
         groups = conv_groups(node, *channels)
         if groups > 1:

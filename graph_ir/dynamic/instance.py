@@ -1,0 +1,123 @@
+"""A template graph at one call's shapes: each node added again through Graph.add_node, so that its outputs are
+inferred and checked at those shapes, with the shape plumbing (Shape of an input, its slices and products) folded into
+the Consts that a static lowering would have made (graph_ir/executors/folding.py). The instance is a static graph
+that the Session plans and runs as any other; names, attributes and Variables are the template's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graph_ir.dynamic.probe import PROBES
+from graph_ir.errors import GraphError
+from graph_ir.executors.folding import fold_values, replace_by_consts
+from graph_ir.graph import NET_OUTPUT, Graph
+from graph_ir.nodes import Handle, Node, TensorDesc
+from graph_ir.opset import control
+from graph_ir.opset.conv import with_padding_pads
+
+FED = ("Data", "RefData")
+
+
+def is_template(graph: Graph) -> bool:
+    """Whether the graph (or a subgraph) has a dim known only at run time (-1) in a desc."""
+    return any(not d.is_static for g in (graph, *graph.subgraphs.values()) for n in g.nodes.values()
+               for d in n.output_descs)
+
+
+def check_template(template: Graph) -> None:
+    """Instantiates a template read from a file at both probe sizes (graph_ir/dynamic/probe.py): every node must be
+    inferred to its stated descs there (equal wherever a dim is known), or a GraphError names it and the field."""
+    for probe in PROBES:
+        try:
+            instance = _instance(template, lambda node, size=probe: tuple(size if d < 0 else d
+                                                                          for d in node.output_descs[0].shape))
+        except GraphError as e:
+            raise GraphError(f"graph {template.name!r} with its unknown dims at {probe}: {e}") from None
+        for graph in (template, *template.subgraphs.values()):
+            made = instance if graph is template else instance.subgraphs[graph.name]
+            for name, node in graph.nodes.items():
+                for k, (want, got) in enumerate(zip(node.output_descs, made.nodes[name].output_descs)):
+                    if len(want.shape) != len(got.shape) or want.dtype != got.dtype or any(
+                            w >= 0 and w != g for w, g in zip(want.shape, got.shape)):
+                        raise GraphError(f"{node.type} {name!r}: output_desc[{k}] says {want.dtype}"
+                                         f"{list(want.shape)}, but with the unknown dims at {probe} the node "
+                                         f"produces {got.dtype}{list(got.shape)}")
+
+
+def check_call_shapes(graph: Graph, shapes: Sequence[tuple[int, ...]]) -> None:
+    """Refuses a call whose input shapes contradict the template's Data descs: the rank, or a known dim; a
+    ValueError names the input and the dim. (Inputs whose unknown dims must agree are checked when instantiating.)"""
+    for node in graph.nodes.values():
+        if node.type not in FED:
+            continue
+        index, want = node.attrs["index"], node.output_descs[0].shape
+        got = tuple(shapes[index])
+        if len(got) != len(want):
+            raise ValueError(f"input {index} ({node.name}) has shape {list(got)}: rank {len(got)}, but the graph's "
+                             f"Data desc {list(want)} has rank {len(want)}")
+        for k, (g, w) in enumerate(zip(got, want)):
+            if w >= 0 and g != w:
+                raise ValueError(f"input {index} ({node.name}) has shape {list(got)}: dim {k} is {g}, but the "
+                                 f"graph's Data desc {list(want)} says {w}")
+
+
+def instantiate(template: Graph, shapes: Sequence[tuple[int, ...]]) -> Graph:
+    """The static graph of `template` at the input shapes `shapes` (by Data index); a GraphError names the node
+    whose inputs do not fit at those shapes."""
+    check_call_shapes(template, shapes)
+    graph = _instance(template, lambda node: tuple(shapes[node.attrs["index"]]))
+    graph._variable_names = dict(template._variable_names)
+    graph._flat_parts = dict(template._flat_parts)
+    graph.frozen_variables = dict(template.frozen_variables)
+    return graph
+
+
+def _instance(template: Graph, shape_of) -> Graph:
+    graph = Graph(template.name)
+    handles: dict[tuple[str, int], Handle] = {}
+    for name, node in template.nodes.items():
+        inputs = [None if h is None else handles[(h.node.name, h.index)] for h in node.inputs]
+        controls = [graph.nodes[c.name] for c in node.control_inputs]
+        if node.type in FED:
+            desc = node.output_descs[0]
+            made = graph.add_node(node.type, (), dict(node.attrs), name=name, exact_name=True,
+                                  output_descs=[TensorDesc(desc.name, desc.dtype, shape_of(node))])
+        elif node.subgraph_graphs:
+            made = _functional(graph, node, inputs, controls)
+        else:
+            attrs = with_padding_pads(node.op, name, inputs, dict(node.attrs))  # SAME pads at these sizes
+            made = graph.add_node(node.type, inputs, attrs, name=name, control_inputs=controls,
+                                  exact_name=name != NET_OUTPUT)
+            values = fold_values(made) if name != NET_OUTPUT else None
+            if values is not None:
+                folded = replace_by_consts(graph, made, values)
+                outs = folded if isinstance(folded, list) else [folded.output(0)]
+                handles.update(((name, k), h) for k, h in enumerate(outs))
+                continue
+        handles.update(((name, k), made.output(k)) for k in range(len(made.output_descs)))
+    if NET_OUTPUT in graph.nodes:
+        graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
+    return graph
+
+
+def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls: list[Node]) -> Node:
+    """An If, Case or While with its subgraphs instantiated at the shapes of the inputs they are passed."""
+    params = [h.desc for h in inputs[control.data_offset(node.type):] if h is not None]
+
+    def param_shape(data: Node) -> tuple[int, ...]:
+        index = data.attrs["index"]
+        if index >= len(params):
+            raise GraphError(f"{node.type} {node.name!r}: its subgraph's Data {data.name!r} has index {index}, but "
+                             f"it passes {len(params)} inputs")
+        return params[index].shape
+
+    subgraphs = [_instance(g, param_shape) for g in node.subgraph_graphs]
+    return graph.add_node(node.type, inputs, dict(node.attrs), name=node.name, control_inputs=controls,
+                          exact_name=True, subgraphs=subgraphs)
+
+
+def describe_call(template: Graph, shapes: Sequence[Any]) -> str:
+    """The call's input shapes by Data name, for an error."""
+    names = {n.attrs["index"]: n.name for n in template.nodes.values() if n.type in FED}
+    return ", ".join(f"{names.get(k, k)} {list(s)}" for k, s in enumerate(shapes))
