@@ -56,7 +56,7 @@ def from_frozen_graph(path: Any, outputs: Any, *, input_shapes: Any = None) -> G
 
 def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -> dict[str, list[str]]:
     """{TF op type: [node names]} of every op of the step that the lowering has no mapping for or refuses (an
-    Assert on the step's data, a string tensor, an argument of unknown shape, a slice it cannot size): empty means
+    Assert on the step's data, a string tensor, an argument of unknown rank, a slice it cannot size): empty means
     from_tensorflow lowers the step (see graph_ir.lowering.report); takes what from_tensorflow takes."""
     from graph_ir.lowering.report import missing_ops as find  # imports TensorFlow
 

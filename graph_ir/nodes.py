@@ -11,12 +11,60 @@ from graph_ir.registry import IrOp
 
 
 @dataclass(frozen=True)
+class ListMeta:
+    """What a list handle (dtype variant) is known to hold while a graph is built, as TF's shape inference keeps a
+    variant's handle data: its elements' shape (None: unknown rank, -1: an unknown dim) and its length (None:
+    unknown). The TensorList family's infer functions keep it (graph_ir/opset/tensorlist.py); GE's desc of a handle
+    is a scalar, so it is not serialized but inferred again from the list's producers."""
+
+    shape: tuple[int, ...] | None = None
+    length: int | None = None
+    # The one value every element holds, when each was pushed from the same known value: (dtype str, shape, bytes).
+    # What tf.while_loop's gradient pops back (the shapes its forward loop accumulated), so that it stays known.
+    constant: tuple | None = None
+
+
+def joined(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The shape both `a` and `b` are instances of: a dim that differs is -1, a rank that differs (or None) None."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else -1 for x, y in zip(a, b))
+
+
+def merged(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The most defined shape compatible with both (TF's PartialTensorShape::MergeWith); None if they conflict."""
+    if a is None or b is None:
+        return b if a is None else a
+    if len(a) != len(b) or any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b)):
+        return None
+    return tuple(x if x >= 0 else y for x, y in zip(a, b))
+
+
+def join_lists(a: ListMeta | None, b: ListMeta | None) -> ListMeta | None:
+    """What one list handle holds at either of two sizes (a template's two probe lowerings, graph_ir/dynamic)."""
+    if a is None or b is None:
+        return None
+    return ListMeta(joined(a.shape, b.shape), a.length if a.length == b.length else None,
+                    a.constant if a.constant == b.constant else None)
+
+
+def merge_lists(a: ListMeta | None, b: ListMeta | None) -> ListMeta | None:
+    """What a list holds that is `a` before a loop's body and `b` after it: the element shape both complete (the
+    body sets elements of the shape the list was declared with), the length where it does not change."""
+    if a is None or b is None:
+        return a or b
+    constant = b.constant if a.length == 0 or a.constant == b.constant else None  # (pushed onto an empty list)
+    return ListMeta(merged(a.shape, b.shape), a.length if a.length == b.length else None, constant)
+
+
+@dataclass(frozen=True)
 class TensorDesc:
-    """What flows on an edge: the IR port name, dtype and shape (() is a scalar)."""
+    """What flows on an edge: the IR port name, dtype and shape (() is a scalar); for a list handle, what it holds."""
 
     name: str
     dtype: DType
     shape: tuple[int, ...]
+    list_meta: ListMeta | None = None
 
     @property
     def is_static(self) -> bool:
@@ -33,7 +81,7 @@ class TensorDesc:
         return self.num_elements * self.dtype.itemsize
 
     def renamed(self, name: str) -> TensorDesc:
-        return TensorDesc(name, self.dtype, self.shape)
+        return TensorDesc(name, self.dtype, self.shape, self.list_meta)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def verify_attrs(op: IrOp, node: str, attrs: dict[str, Any]) -> dict[str, Any]:
                              f"{', '.join(known) or 'no attributes'}")
     out = {}
     for a in op.attrs:
-        if a.name not in attrs:
+        if a.name not in attrs or (attrs[a.name] is None and a.default is None and not a.required):  # (not given)
             if a.required:
                 raise GraphError(f"{op.type} {node!r}: required attribute {a.name!r} ({a.type}) is missing")
             if a.default is None:
@@ -150,12 +150,19 @@ def verify_inputs(op: IrOp, node: str, inputs: Sequence[Handle | None]) -> None:
 def const_value(op: IrOp, node: str, handle, what: str) -> np.ndarray:
     """The value of the Const feeding input `what` (a shape, axes, multiples): graph_ir needs static shapes, so
     such inputs must be known when the graph is built (a Const, or a node whose value is known: Node.known_values)."""
-    if handle.node.known_values is not None:
+    if handle.node.known_values is not None and handle.node.known_values[handle.index] is not None:
         return np.asarray(handle.node.known_values[handle.index])
     if handle.node.type != "Const":
         raise GraphError(f"{op.type} {node!r}: input {what!r} must come from a Const (static shapes), got "
                          f"{handle.node.type} {handle.node.name!r}")
     return np.asarray(handle.node.attrs["value"])
+
+
+def known_or_none(handle) -> np.ndarray | None:
+    """The value of a handle known while building (a Const's, or Node.known_values), else None."""
+    if handle.node.known_values is not None and handle.node.known_values[handle.index] is not None:
+        return np.asarray(handle.node.known_values[handle.index])
+    return np.asarray(handle.node.attrs["value"]) if handle.node.type == "Const" else None
 
 
 def const_scalar(op: IrOp, node: str, handle, what: str) -> np.generic:

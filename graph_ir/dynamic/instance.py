@@ -10,7 +10,7 @@ from typing import Any
 
 from graph_ir.dynamic.probe import PROBES
 from graph_ir.errors import GraphError
-from graph_ir.executors.folding import fold_values, replace_by_consts
+from graph_ir.executors.folding import fold_values, popped_constant, replace_by_consts
 from graph_ir.graph import NET_OUTPUT, Graph
 from graph_ir.nodes import Handle, Node, TensorDesc
 from graph_ir.opset import control
@@ -30,8 +30,8 @@ def check_template(template: Graph) -> None:
     inferred to its stated descs there (equal wherever a dim is known), or a GraphError names it and the field."""
     for probe in PROBES:
         try:
-            instance = _instance(template, lambda node, size=probe: tuple(size if d < 0 else d
-                                                                          for d in node.output_descs[0].shape))
+            instance = _instance(template, lambda node, size=probe: _with_shape(
+                node, [size if d < 0 else d for d in node.output_descs[0].shape]))
         except GraphError as e:
             raise GraphError(f"graph {template.name!r} with its unknown dims at {probe}: {e}") from None
         for graph in (template, *template.subgraphs.values()):
@@ -66,23 +66,22 @@ def instantiate(template: Graph, shapes: Sequence[tuple[int, ...]]) -> Graph:
     """The static graph of `template` at the input shapes `shapes` (by Data index); a GraphError names the node
     whose inputs do not fit at those shapes."""
     check_call_shapes(template, shapes)
-    graph = _instance(template, lambda node: tuple(shapes[node.attrs["index"]]))
+    graph = _instance(template, lambda node: _with_shape(node, shapes[node.attrs["index"]]))
     graph._variable_names = dict(template._variable_names)
     graph._flat_parts = dict(template._flat_parts)
     graph.frozen_variables = dict(template.frozen_variables)
     return graph
 
 
-def _instance(template: Graph, shape_of) -> Graph:
+def _instance(template: Graph, desc_of) -> Graph:
     graph = Graph(template.name)
     handles: dict[tuple[str, int], Handle] = {}
     for name, node in template.nodes.items():
         inputs = [None if h is None else handles[(h.node.name, h.index)] for h in node.inputs]
         controls = [graph.nodes[c.name] for c in node.control_inputs]
         if node.type in FED:
-            desc = node.output_descs[0]
             made = graph.add_node(node.type, (), dict(node.attrs), name=name, exact_name=True,
-                                  output_descs=[TensorDesc(desc.name, desc.dtype, shape_of(node))])
+                                  output_descs=[desc_of(node)])
         elif node.subgraph_graphs:
             made = _functional(graph, node, inputs, controls)
         else:
@@ -90,6 +89,7 @@ def _instance(template: Graph, shape_of) -> Graph:
             made = graph.add_node(node.type, inputs, attrs, name=name, control_inputs=controls,
                                   exact_name=name != NET_OUTPUT)
             values = fold_values(made) if name != NET_OUTPUT else None
+            made.known_values = popped_constant(made) if values is None else None
             if values is not None:
                 folded = replace_by_consts(graph, made, values)
                 outs = folded if isinstance(folded, list) else [folded.output(0)]
@@ -105,16 +105,21 @@ def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls:
     """An If, Case or While with its subgraphs instantiated at the shapes of the inputs they are passed."""
     params = [h.desc for h in inputs[control.data_offset(node.type):] if h is not None]
 
-    def param_shape(data: Node) -> tuple[int, ...]:
+    def param_desc(data: Node) -> TensorDesc:
         index = data.attrs["index"]
         if index >= len(params):
             raise GraphError(f"{node.type} {node.name!r}: its subgraph's Data {data.name!r} has index {index}, but "
                              f"it passes {len(params)} inputs")
-        return params[index].shape
+        return params[index].renamed(data.output_descs[0].name)  # a list's handle keeps what it holds
 
-    subgraphs = [_instance(g, param_shape) for g in node.subgraph_graphs]
+    subgraphs = [_instance(g, param_desc) for g in node.subgraph_graphs]
     return graph.add_node(node.type, inputs, dict(node.attrs), name=node.name, control_inputs=controls,
                           exact_name=True, subgraphs=subgraphs)
+
+
+def _with_shape(node: Node, shape) -> TensorDesc:
+    desc = node.output_descs[0]
+    return TensorDesc(desc.name, desc.dtype, tuple(int(d) for d in shape))
 
 
 def describe_call(template: Graph, shapes: Sequence[Any]) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.dynamic.template import UNKNOWN_DIM, add_template_node
+from graph_ir.dynamic.template import add_template_node
 from graph_ir.errors import GraphError
 from graph_ir.graph import NET_OUTPUT, Graph
-from graph_ir.nodes import Node, TensorDesc
+from graph_ir.nodes import Node, TensorDesc, join_lists, joined
 
 
 def _same(x: Any, y: Any) -> bool:
@@ -43,7 +43,7 @@ def _merged_desc(node: Node, k: int, a: TensorDesc, b: TensorDesc) -> TensorDesc
     if a.dtype != b.dtype or len(a.shape) != len(b.shape):
         raise _baked(node, f"output {k}'s dtype or rank ({a.dtype}{list(a.shape)} at one size, "
                            f"{b.dtype}{list(b.shape)} at the other)")
-    return TensorDesc(a.name, a.dtype, tuple(x if x == y else UNKNOWN_DIM for x, y in zip(a.shape, b.shape)))
+    return TensorDesc(a.name, a.dtype, joined(a.shape, b.shape), join_lists(a.list_meta, b.list_meta))
 
 
 def _check_same(a: Node, b: Node | None) -> None:

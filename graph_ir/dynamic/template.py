@@ -48,7 +48,7 @@ def add_template_node(graph: Any, op_type: str, inputs: Sequence[Handle | None],
     fixed_count = not op.graphs and not any(o.dynamic for o in op.outputs)
     if fixed_count and len(output_descs) != len(op.outputs):
         raise GraphError(f"{op.type} {name!r}: has {len(output_descs)} output descs, expected {len(op.outputs)}")
-    descs = [TensorDesc(d.name, d.dtype, check_template_desc(name, op, f"output_desc[{k}]", d.shape))
+    descs = [TensorDesc(d.name, d.dtype, check_template_desc(name, op, f"output_desc[{k}]", d.shape), d.list_meta)
              for k, d in enumerate(output_descs)]
     graphs = list(subgraphs)
     if graphs or op.graphs:

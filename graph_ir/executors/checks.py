@@ -18,4 +18,11 @@ def _check_numerics(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [x]
 
 
-EXECUTORS = {"CheckNumerics": _check_numerics}
+def _assert(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Checked when the graph was built (graph_ir/opset/checks.py); checked again, as TF's Assert kernel does."""
+    if not np.all(args[0]):
+        raise GraphError(f"Assert {node.name!r}: assertion failed")
+    return []
+
+
+EXECUTORS = {"CheckNumerics": _check_numerics, "Assert": _assert}

@@ -20,7 +20,7 @@ NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep rea
 def known_value(handle: Handle) -> np.ndarray | None:
     """The value of a handle known while building: a Const's, or a node's known_values (graph_ir/nodes.py)."""
     node = handle.node
-    if node.known_values is not None:
+    if node.known_values is not None and node.known_values[handle.index] is not None:
         return node.known_values[handle.index]
     return node.attrs["value"] if node.type == "Const" else None
 
@@ -28,8 +28,14 @@ def known_value(handle: Handle) -> np.ndarray | None:
 def fold_values(node: Node) -> list[np.ndarray] | None:
     """The node's output values if they can be computed now (see the module docstring), else None."""
     given = [h for h in node.inputs if h is not None]
-    if any(not d.is_static or d.num_elements > FOLD_LIMIT or d.dtype.name == "complex64" for d in node.output_descs):
-        return None  # (complex results stay GE nodes: CANN's Const declares no complex type)
+    if not node.output_descs:
+        return None  # (an Assert: it stays, checked)
+    if any(not d.is_static or d.num_elements > FOLD_LIMIT or d.dtype.name in ("complex64", "variant")
+           for d in node.output_descs):
+        return None  # (complex results stay GE nodes: CANN's Const declares no complex type; a list is no constant)
+    if node.type == "TensorListLength":  # the length the list's desc knows (graph_ir/nodes.py ListMeta)
+        held = given[0].desc.list_meta
+        return None if held is None or held.length is None else [np.asarray(held.length, np.int32)]
     if node.type in SHAPE_ONLY:
         if not all(h.desc.is_static for h in given):
             return None
@@ -42,6 +48,16 @@ def fold_values(node: Node) -> list[np.ndarray] | None:
             return None
     values = EXECUTORS[node.type](node, args)
     return [np.asarray(v, dtype=d.dtype.numpy).reshape(d.shape) for v, d in zip(values, node.output_descs)]
+
+
+def popped_constant(node: Node) -> list[np.ndarray | None] | None:
+    """For a TensorListPopBack of a list whose every element is one known value (ListMeta.constant: the shapes
+    tf.while_loop's forward loop accumulated for its gradient): its known_values, [None, that value]."""
+    held = node.inputs[0].desc.list_meta if node.type == "TensorListPopBack" else None
+    if held is None or held.constant is None:
+        return None
+    dtype, shape, data = held.constant
+    return [None, np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).copy()]
 
 
 def replace_by_consts(graph, node: Node, values: list[np.ndarray]) -> Node | list[Handle]:

@@ -186,7 +186,7 @@ def _pop_back(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 def _stack(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     lst = unwrap(node, args[0])
     _check_dtype(node, lst)
-    want = node.attrs["num_elements"]
+    want = node.output_descs[0].shape[0]  # num_elements, or the list's length where the graph knew it
     if lst.length != want:
         raise GraphError(f"TensorListStack {node.name!r}: operation expected a list with {want} elements but got a "
                          f"list with {lst.length} elements")

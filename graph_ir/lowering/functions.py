@@ -74,7 +74,7 @@ class FunctionLowerer(Lowerer):
             return super()._input(node)
         desc = param.handle.desc
         data = self.graph.add_node("Data", (), {"index": self.args.index(node.name)}, name=node.name,
-                                   output_descs=[TensorDesc("y", desc.dtype, desc.shape)])
+                                   output_descs=[desc.renamed("y")])
         if desc.dtype.name == "variant":
             self.tensor_lists[data.output(0)] = param.list_info
         return data

@@ -148,9 +148,8 @@ class Lowerer(LoweringContext):
                 self.passthrough[node.name] = lower_multi(self, node, data, controls)
                 return None
             if op == "NoOp" or op in ops.CHECKED_WHEN_LOWERING:
-                if op in ops.CHECKED_WHEN_LOWERING:
-                    ops.check_assert(node, self.handle(data[0]))
-                self.passthrough[node.name] = controls
+                checked = ops.check_assert(self, node, self.handle(data[0])) if op in ops.CHECKED_WHEN_LOWERING else None
+                self.passthrough[node.name] = controls if checked is None else [*controls, checked]
                 return None
             if op in INPUTS:
                 return self._input(node)

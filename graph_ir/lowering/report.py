@@ -96,21 +96,17 @@ def _screen(nodes, library: dict, known: set[str], prefix: str, found: dict[str,
                 _screen(library[function].node_def, library, known, f"{name}/", found, reasons, depth + 1)
 
 
-def _unknown_shape_arguments(step) -> list[str]:
+def _unknown_rank_arguments(step) -> list[str]:
+    """The arguments traced with an unknown rank (unknown dims lower: graph_ir/dynamic)."""
     nodes = {n.name: n for n in step.graph_def.node}
-    out = []
-    for name in step.args:
-        shape = nodes[name].attr["shape"].shape
-        if shape.unknown_rank or any(d.size < 0 for d in shape.dim):
-            out.append(name)
-    return out
+    return [name for name in step.args if nodes[name].attr["shape"].shape.unknown_rank]
 
 
 def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: Any = None) -> MissingOps:
     """What the lowering of `fn` refuses, by TF op type with the names of its nodes (a node inside an inlined call
     is named "<call>/<node>", one inside an If/While/Case function "<node>/<function node>"), sorted by op type.
     Takes what graph_ir.from_tensorflow takes. It lists every op type without a mapping (not only the first), string
-    Consts and arguments of unknown shape ("Placeholder"); when it finds none, it lowers the step, and lists what
+    Consts and arguments of unknown rank ("Placeholder"); when it finds none, it lowers the step, and lists what
     that refuses for another reason (an Assert on the step's data, a begin computed in a way the lowering cannot
     slice with, a dtype) as
     the op type and node the LoweringError names, with the error as its reason. So an empty answer means
@@ -125,10 +121,10 @@ def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: An
     found: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
     _screen([nodes[name] for name in sorted(needed)], library, set(ops.lowered_types()), "", found, reasons)
-    unknown = _unknown_shape_arguments(step)
+    unknown = _unknown_rank_arguments(step)
     if unknown:
         found["Placeholder"] = unknown
-        reasons["Placeholder"] = "an argument of unknown shape: trace the function with full tf.TensorSpecs"
+        reasons["Placeholder"] = "an argument of unknown rank: give its rank (None for each dim known only at run time)"
     if not found:
         try:
             from_tensorflow(fn, *args, fetches=fetches, session=session)

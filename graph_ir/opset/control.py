@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.nodes import Handle, TensorDesc, merge_lists
 from graph_ir.registry import ALL_DTYPES, WITH_VARIANT, IrAttr, IrInput, IrOp, IrOutput, register
 
 IF_OPS = ("If", "StatelessIf")
@@ -131,10 +131,16 @@ def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graph
         if [(d.dtype, d.shape) for d in body] != [(d.dtype, d.shape) for d in params]:
             raise GraphError(f"{body_where}: must return the loop state {_describe(params)} (the While's inputs' "
                              f"dtypes and shapes), its NetOutput has {_describe(body)}")
-        return [d.renamed(f"output{j}") for j, d in enumerate(params)]
+        # A list's desc after the loop: what it holds at every iteration (graph_ir/nodes.py ListMeta)
+        return [TensorDesc(f"output{j}", d.dtype, d.shape, merge_lists(d.list_meta, after.list_meta))
+                for j, (d, after) in enumerate(zip(params, body))]
     first_where, first = results[0]
     for where, descs in results[1:]:
         if [(d.dtype, d.shape) for d in descs] != [(d.dtype, d.shape) for d in first]:
             raise GraphError(f"{where}: returns {_describe(descs)}, but {first_where.split(': ', 1)[1]} returns "
                              f"{_describe(first)}; every branch returns the same dtypes and shapes")
-    return [d.renamed(f"output{j}") for j, d in enumerate(first)]
+    joined = list(first)
+    for _, descs in results[1:]:
+        joined = [TensorDesc(d.name, d.dtype, d.shape, merge_lists(d.list_meta, e.list_meta))
+                  for d, e in zip(joined, descs)]
+    return [d.renamed(f"output{j}") for j, d in enumerate(joined)]

@@ -4,18 +4,23 @@ TensorListSetItem, TensorListPushBack, TensorListPopBack, TensorListStack, Tenso
 scalar of dtype variant (graph_ir/dtypes.py). What TF's tf.TensorArray, Keras's RNN loop and tf.while_loop's gradient
 accumulators build on.
 
-graph_ir's shapes are static, so an op that reads an element out (GetItem, PopBack, Stack) takes its element shape
-from its Const `element_shape` input, which must be fully defined (the lowering resolves it from what it knows of
-the list, graph_ir/lowering/ops/tensorlist.py); Stack's length is its `num_elements` attribute, which must be set.
+graph_ir's shapes are static, so an op that reads an element out (GetItem, PopBack, Stack) must know its element
+shape: its Const `element_shape` input, merged with what the handle's desc says the list holds (ListMeta: the shape of
+the tensor a list was made from, of the items set or pushed, its length; kept by these infer functions, and joined
+across a loop's iterations by graph_ir/opset/control.py). Stack's length is its `num_elements` attribute, or the
+list's known length when that is -1. The lowering resolves both when it can (graph_ir/lowering/ops/tensorlist.py);
+a template graph (graph_ir/dynamic) leaves them to the list's producers at each call's shapes.
 Executors: graph_ir/executors/tensorlist.py."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from graph_ir.dtypes import VARIANT, as_dtype
 from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.nodes import ListMeta, TensorDesc, merged
 from graph_ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value
+from graph_ir.verify import const_value, known_or_none
 
 # CANN's element lists, as far as graph_ir holds their dtypes (no qint, string or complex; no bfloat16 in CANN's).
 ELEMENTS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
@@ -32,14 +37,45 @@ def element_dtype(op: IrOp, node: str, attrs) -> object:
     return dtype
 
 
-def element_shape(op: IrOp, node: str, handle) -> tuple[int, ...]:
-    """The fully defined element shape in the Const `element_shape` input (graph_ir's shapes are static)."""
+def _shape_of(value) -> tuple[int, ...] | None:
+    """TF's element_shape tensor as a shape: a scalar -1 (or any scalar) is an unknown rank."""
+    if value is None or np.ndim(value) != 1:
+        return None
+    return tuple(int(d) for d in np.reshape(value, -1))
+
+
+def element_shape(op: IrOp, node: str, handle, held: ListMeta | None) -> tuple[int, ...]:
+    """The fully defined element shape a read gives: the Const `element_shape` input, merged with the shape the
+    list is known to hold (`held`) where the input leaves dims unknown."""
     value = const_value(op, node, handle, "element_shape")
-    dims = [int(d) for d in value.reshape(-1)]
-    if value.ndim != 1 or any(d < 0 for d in dims):
+    given = _shape_of(value)
+    if given is None or any(d < 0 for d in given):
+        given = merged(given, held.shape if held is not None else None)
+    if given is None or value.ndim > 1 or any(d < 0 for d in given):
         raise GraphError(f"{op.type} {node!r}: input 'element_shape' must be a fully defined shape (a 1-D Const of "
-                         f"dims >= 0) to give a static output shape, got {value.tolist()}")
-    return tuple(dims)
+                         f"dims >= 0) to give a static output shape, got {value.tolist()}, and the list is not known "
+                         f"to hold a shape that completes it ({held.shape if held is not None else 'nothing known'})")
+    return tuple(given)
+
+
+def _held(op: IrOp, inputs, attrs) -> ListMeta:
+    """What the list made by this op (Empty, Reserve, FromTensor, SetItem, PushBack) holds."""
+    declared = {h_port.name: h for h_port, h in zip(op.inputs, inputs)}
+    if op.type in ("EmptyTensorList", "TensorListReserve"):
+        count = known_or_none(declared["num_elements"]) if op.type == "TensorListReserve" else np.int32(0)
+        return ListMeta(_shape_of(known_or_none(declared["element_shape"])),
+                        None if count is None or np.size(count) != 1 else int(np.reshape(count, -1)[0]))
+    if op.type == "TensorListFromTensor":
+        tensor = declared["tensor"].shape
+        return ListMeta(merged(tuple(tensor[1:]), _shape_of(known_or_none(declared["element_shape"]))), tensor[0])
+    held = declared["input_handle"].desc.list_meta or ListMeta()
+    item = declared["item" if op.type == "TensorListSetItem" else "tensor"]
+    if op.type == "TensorListSetItem":
+        return ListMeta(merged(held.shape, item.shape), held.length)
+    value = known_or_none(item)
+    pushed = None if value is None else (value.dtype.str, value.shape, value.tobytes())
+    constant = pushed if pushed is not None and (held.length == 0 or held.constant == pushed) else None
+    return ListMeta(merged(held.shape, item.shape), None if held.length is None else held.length + 1, constant)
 
 
 def _handle(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
@@ -56,7 +92,7 @@ def _handle(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     if op.type == "TensorListFromTensor" and not inputs[0].shape:
         raise GraphError(f"TensorListFromTensor {node!r}: input 'tensor' must have rank >= 1 (its first axis lists "
                          "the elements), got a scalar")
-    return [TensorDesc(op.outputs[0].name, VARIANT, ())]
+    return [TensorDesc(op.outputs[0].name, VARIANT, (), _held(op, inputs, attrs))]
 
 
 def _read(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
@@ -64,18 +100,26 @@ def _read(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     if inputs[0].shape != ():
         raise GraphError(f"{op.type} {node!r}: input 'input_handle' must be one list handle, got "
                          f"{list(inputs[0].shape)}")
-    shape = element_shape(op, node, inputs[-1])
+    held = inputs[0].desc.list_meta
+    shape = element_shape(op, node, inputs[-1], held)
     if op.type == "TensorListGetItem":
         if inputs[1].desc.num_elements != 1:
             raise GraphError(f"TensorListGetItem {node!r}: input 'index' must be a scalar, got "
                              f"{list(inputs[1].shape)}")
         return [TensorDesc("item", dtype, shape)]
     if op.type == "TensorListPopBack":
-        return [TensorDesc("output_handle", VARIANT, ()), TensorDesc("tensor", dtype, shape)]
-    if attrs["num_elements"] < 0:
-        raise GraphError(f"TensorListStack {node!r}: attribute 'num_elements' is {attrs['num_elements']}; graph_ir's "
-                         "shapes are static, so the stacked length must be given (>= 0)")
-    return [TensorDesc("tensor", dtype, (attrs["num_elements"], *shape))]
+        length = held.length - 1 if held is not None and held.length else None
+        meta = ListMeta(held.shape, length, held.constant) if held is not None else None
+        return [TensorDesc("output_handle", VARIANT, (), meta),
+                TensorDesc("tensor", dtype, shape)]
+    count = attrs["num_elements"]
+    if count < 0 and held is not None and held.length is not None:
+        count = held.length  # (TF's num_elements -1: the list's own length, known here)
+    if count < 0:
+        raise GraphError(f"TensorListStack {node!r}: attribute 'num_elements' is {attrs['num_elements']} and the "
+                         "list's length is not known; graph_ir's shapes are static, so the stacked length must be "
+                         "known (>= 0)")
+    return [TensorDesc("tensor", dtype, (count, *shape))]
 
 
 def _length(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:

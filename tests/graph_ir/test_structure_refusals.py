@@ -31,7 +31,7 @@ def _average_loss_step(x):
 
 
 def _unknown_shape_step(x):
-    return x * 2.0
+    return x * 2.0  # lowers with an unknown dim (GE's -1), refused with an unknown rank
 
 
 def _string_step(x):
@@ -63,12 +63,14 @@ def _global_norm_clip_step(x):
 
 # (step, spec, whether from_tensorflow refuses it: None when that depends on ops others are adding)
 _STEPS = [(_assert_step, S((3,), tf.float32), True), (_average_loss_step, S((3,), tf.float32), False),
-          (_unknown_shape_step, S((None,), tf.float32), True), (_string_step, S((3,), tf.float32), True),
+          (_unknown_shape_step, S((None,), tf.float32), False), (_unknown_shape_step, S(None, tf.float32), True),
+          (_string_step, S((3,), tf.float32), True),
           (_uneven_slice_step, S((4, 3), tf.float32), True), (_fine_step, S((4, 3), tf.float32), False),
           (_global_norm_clip_step, S((3,), tf.float32), None)]
 
 
-@pytest.mark.parametrize("fn, spec, refused", _STEPS, ids=[s[0].__name__ for s in _STEPS])
+@pytest.mark.parametrize("fn, spec, refused", _STEPS,
+                         ids=[f"{s[0].__name__}-{s[1].shape.rank}" for s in _STEPS])
 def test_missing_ops_is_non_empty_exactly_when_from_tensorflow_raises(fn, spec, refused):
     step = tf.function(fn)
     missing = graph_ir.missing_ops(step, spec)

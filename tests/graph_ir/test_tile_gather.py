@@ -43,6 +43,11 @@ CASES = {
     "GatherV2-batch-negative": (_gather(1, -1), lambda r: [_floats(r, 4, 7), _indices(7)(r, 4, 3)], 0),
     "GatherV2-batch1-int64": (_gather(1, 1), lambda r: [r.integers(-9, 9, (3, 6)), _indices(6)(r, 3, 2, 2)], 0),
     "GatherV2-batch1-empty": (_gather(1, 1), lambda r: [_floats(r, 0, 5), _indices(5)(r, 0, 3)], 0),
+    # Known indices (a reduction's gradient over unknown dims stitches its shape so), later ones winning, rows of 2
+    "DynamicStitch-rows": (lambda a, b: tf.raw_ops.DynamicStitch(indices=[[0, 2, 4], [[1, 2], [3, 0]]], data=[a, b]),
+                           lambda r: [_floats(r, 3, 2), _floats(r, 2, 2, 2)], 0),
+    "DynamicStitch-scalars": (lambda a, b: tf.raw_ops.DynamicStitch(indices=[2, [0, 1]], data=[a, b]),
+                              lambda r: [_floats(r), _floats(r, 2)], 0),
 }
 
 
@@ -61,6 +66,17 @@ def test_lowered_op_runs_like_tensorflow(name):
     want = step(*inputs).numpy()
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+def test_dynamic_stitch_refuses_indices_it_cannot_know_or_that_leave_holes():
+    """The indices must be known when lowering (shape plumbing), and cover every output position (TF leaves holes
+    uninitialized)."""
+    computed = tf.function(lambda i, a: tf.raw_ops.DynamicStitch(indices=[i], data=[a]))
+    with pytest.raises(graph_ir.LoweringError, match=r"DynamicStitch .*computed from the step's data"):
+        graph_ir.from_tensorflow(computed, tf.TensorSpec((3,), tf.int32), tf.TensorSpec((3,), tf.float32))
+    holes = tf.function(lambda a: tf.raw_ops.DynamicStitch(indices=[[0, 2]], data=[a]))
+    with pytest.raises(graph_ir.LoweringError, match=r"DynamicStitch .*leave output positions unset"):
+        graph_ir.from_tensorflow(holes, tf.TensorSpec((2,), tf.float32))
 
 
 def test_a_gather_index_out_of_its_batch_range_is_an_error_as_in_tensorflow():

@@ -31,6 +31,7 @@ from graph_ir.lowering.ops import (
     segment,
     slicing,
     tensorlist,
+    tensorlist_grads,
     trig,
 )
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
@@ -46,8 +47,8 @@ LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **image.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
-LOWERINGS["ZerosLike"] = tensorlist.zeros_like(LOWERINGS["ZerosLike"])
-LOWERINGS["AddN"] = tensorlist.add_n(LOWERINGS["AddN"])
+LOWERINGS["ZerosLike"] = tensorlist_grads.zeros_like(LOWERINGS["ZerosLike"])
+LOWERINGS["AddN"] = tensorlist_grads.add_n(LOWERINGS["AddN"])
 LOWERINGS["DivNoNan"] = fft.complex_div_no_nan(LOWERINGS["DivNoNan"])  # complex64: GE's DivNoNan declares none
 
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
@@ -71,15 +72,22 @@ def lowered_types() -> list[str]:
     return sorted({*OPTIMIZERS, *MULTI_LOWERINGS, *ASSIGNS, *PLUMBING, *LOWERINGS, *CALL_OPS, *CHECKED_WHEN_LOWERING})
 
 
-def check_assert(node, condition) -> None:
+def check_assert(ctx, node, condition):
     """TF's Assert (tf.debugging.assert_*, tf.nn.compute_average_loss's check of its batch size), checked when
     lowering: a condition known then (a Const, or folded into one: shapes are static) that holds everywhere is the
     same check at every run, passed, so the Assert becomes nothing; one that fails is a LoweringError (TF would
-    refuse every run). A condition computed from the step's data is refused: GE's Assert would check it while the
-    step runs, and graph_ir cannot refuse the step then before any variable is written, while dropping the check
-    would run a step TF refuses."""
+    refuse every run). A condition computed from shapes known only at run time (a probe lowering, graph_ir/dynamic)
+    becomes GE's Assert, which graph_ir checks at each call's shapes before anything runs; it is returned (kept in
+    the graph). A condition computed from the step's data is refused: GE's Assert would check it while the step
+    runs, and graph_ir cannot refuse the step then before any variable is written, while dropping the check would
+    run a step TF refuses."""
     where = f"TF op Assert (node {node.name!r})"
     value = condition.node.attrs["value"] if condition.node.type == "Const" else None
+    if value is None and ctx.value(condition) is not None:
+        ctx.current, ctx.current_controls = node, []
+        checked = ctx.add("Assert", [condition], {})
+        ctx.stateful.append(checked)  # kept: the graph's NetOutput waits on it
+        return checked
     if value is None:
         raise LoweringError(
             f"cannot lower {where}: its condition depends on the step's data, and a GE graph here cannot check it "
@@ -89,6 +97,7 @@ def check_assert(node, condition) -> None:
     if not np.all(value):
         raise LoweringError(f"cannot lower {where}: its condition is false whatever the step's data (TF refuses "
                             "every run of this step with InvalidArgumentError)")
+    return None
 
 
 def refusal(op: str, node: str, stateful: bool) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from graph_ir.dtypes import DType
 from graph_ir.errors import LoweringError
+from graph_ir.executors.folding import popped_constant
 from graph_ir.lowering.ops.common import maps_to, tf_attr
 from graph_ir.nodes import Handle
 
@@ -110,6 +111,18 @@ def _shape_const(ctx, shape: tuple[int, ...], suffix: str = "element_shape") -> 
     return ctx.const(np.array(shape, dtype=np.int32), suffix)
 
 
+def _read_shape_input(ctx, lst: ListInfo, element_shape: Handle | None, suffix: str = "element_shape") -> Handle:
+    """The element_shape input of a read: the Const of the shape the lowering resolved or, when dims are known only
+    at run time (a probe lowering, graph_ir/dynamic), TF's own input (or a rank of -1s), which GE's infer completes
+    from what the list's producers hold at each call's shapes (graph_ir/opset/tensorlist.py)."""
+    shape = _read_shape(ctx, lst, element_shape)
+    if ctx.probe is None:
+        return _shape_const(ctx, shape, suffix)
+    if element_shape is not None and element_shape.dtype.name == "int32":
+        return element_shape
+    return _shape_const(ctx, (-1,) * len(shape), suffix)
+
+
 @maps_to("EmptyTensorList")
 def _empty(ctx, node, inputs):
     declared = _const_shape(ctx, inputs[0])
@@ -141,8 +154,7 @@ def _from_tensor(ctx, node, inputs):
 @maps_to("TensorListGetItem")
 def _get_item(ctx, node, inputs):
     handle, index, element_shape = inputs
-    shape = _read_shape(ctx, info(ctx, handle), element_shape)
-    return _add(ctx, "TensorListGetItem", [handle, index, _shape_const(ctx, shape)],
+    return _add(ctx, "TensorListGetItem", [handle, index, _read_shape_input(ctx, info(ctx, handle), element_shape)],
                 {"element_dtype": _dtype(ctx, node)})
 
 
@@ -174,10 +186,13 @@ def _push_back(ctx, node, inputs):
 def _pop_back(ctx, node, inputs):
     handle, element_shape = inputs
     lst = info(ctx, handle)
-    shape = _read_shape(ctx, lst, element_shape)
-    ge = _add(ctx, "TensorListPopBack", [handle, _shape_const(ctx, shape)], {"element_dtype": _dtype(ctx, node)})
+    ge = _add(ctx, "TensorListPopBack", [handle, _read_shape_input(ctx, lst, element_shape)],
+              {"element_dtype": _dtype(ctx, node)})
     length = lst.length - 1 if lst.length else None
     _record(ctx, ge, ListInfo(_dtype(ctx, node), lst.declared, lst.known_declared, lst.shape, length, lst.constant))
+    if ctx.probe is not None:  # the popped value is known at this size only: the node stays, its value known
+        ge.known_values = popped_constant(ge)
+        return ge
     if lst.constant is not None:  # every element is that Const: the popped one is too
         return [ge.output(0), ctx.const(from_constant(lst.constant), "value")]
     return ge
@@ -187,8 +202,10 @@ def _pop_back(ctx, node, inputs):
 def _stack(ctx, node, inputs):
     handle, element_shape = inputs
     lst = info(ctx, handle)
-    shape = _read_shape(ctx, lst, element_shape)
+    shape_input = _read_shape_input(ctx, lst, element_shape)
     count = tf_attr(node, "num_elements", -1)
+    if ctx.probe is not None and count < 0:  # the length GE's infer knows from the list at each call's shapes
+        return _add(ctx, "TensorListStack", [handle, shape_input], {"element_dtype": _dtype(ctx, node)})
     if count < 0:
         count = lst.length
     elif lst.length is not None and lst.length != count:
@@ -196,7 +213,7 @@ def _stack(ctx, node, inputs):
     if count is None:
         raise LoweringError(f"{_where(ctx)}: the stacked list's length is not known when lowering (TF's num_elements "
                             "is -1 and the list's length changes at run time); GE graphs here have static shapes")
-    return _add(ctx, "TensorListStack", [handle, _shape_const(ctx, shape)],
+    return _add(ctx, "TensorListStack", [handle, shape_input],
                 {"element_dtype": _dtype(ctx, node), "num_elements": int(count)})
 
 
@@ -204,6 +221,8 @@ def _stack(ctx, node, inputs):
 def _length(ctx, node, inputs):
     """A Const when the list's length is known when lowering (TF's gradients size their lists with it)."""
     length = info(ctx, inputs[0]).length
+    if ctx.probe is not None:  # a node whose value is known at the probe size (graph_ir/executors/folding.py)
+        return ctx.add("TensorListLength", inputs, {})
     if length is not None:
         return [ctx.const(np.array(length, np.int32))]
     return _add(ctx, "TensorListLength", inputs, {})
@@ -216,65 +235,6 @@ def _element_shape(ctx, node, inputs):
         raise LoweringError(f"{_where(ctx)}: the list's element shape is not known when lowering")
     dtype = tf_attr(node, "shape_type").numpy
     return [ctx.const(np.array(-1 if lst.declared is None else lst.declared, dtype=dtype))]
-
-
-def zeros_like(tensor_lowering):
-    """TF's ZerosLike, which on a list handle is TF's TensorListZerosLike (tensorflow/core/kernels/list_kernels.h): a
-    list of the same length and declared element shape whose elements are zeros of the elements' shapes. What
-    tf.while_loop's gradient starts a loop list's gradient from; lowered as TensorListFromTensor of zeros, the
-    list's length and element shape being known when lowering. Any other tensor: `tensor_lowering`."""
-
-    @maps_to(tensor_lowering.ge_type)
-    def lower(ctx, node, inputs):
-        if inputs[0].dtype.name != "variant":
-            return tensor_lowering(ctx, node, inputs)
-        lst = info(ctx, inputs[0])
-        shape = _read_shape(ctx, lst, None)
-        if lst.length is None or lst.dtype is None or not lst.known_declared:
-            raise LoweringError(f"{_where(ctx)}: zeros like a list whose length, element dtype or element shape is not "
-                                "known when lowering")
-        zero = ctx.const(np.zeros((), lst.dtype.numpy), "zero")
-        zeros = ctx.add("Fill", [ctx.const(np.array([lst.length, *shape], np.int64), "dims"), zero], suffix="zeros")
-        zeros = zeros if isinstance(zeros, list) else [zeros.output(0)]
-        return _from_stacked(ctx, zeros[0], lst, shape)
-
-    return lower
-
-
-def _from_stacked(ctx, stacked: Handle, lst: ListInfo, shape: tuple[int, ...]):
-    """TensorListFromTensor of `stacked`, declared with the element shape `lst` declares."""
-    declared = ctx.const(np.array(-1 if lst.declared is None else lst.declared, np.int32), "element_shape")
-    ge = _add(ctx, "TensorListFromTensor", [stacked, declared], {"element_dtype": lst.dtype})
-    return _record(ctx, ge, ListInfo(lst.dtype, lst.declared, True, shape, lst.length))
-
-
-def add_n(tensor_lowering):
-    """TF's AddN, which on list handles is TF's TensorListBinaryAdd (tensorflow/core/kernels/list_kernels.h): the
-    lists' elements added one by one (what tf.while_loop's gradient sums two gradients of a loop list with);
-    lowered as the stacked lists added (unset elements read as zeros) and made a list again, the lists' length and
-    element shape being known when lowering. Any other tensors: `tensor_lowering`."""
-
-    @maps_to(tensor_lowering.ge_type)
-    def lower(ctx, node, inputs):
-        if inputs[0].dtype.name != "variant":
-            return tensor_lowering(ctx, node, inputs)
-        lists = [info(ctx, h) for h in inputs]
-        first = lists[0]
-        shape = first.shape
-        for lst in lists[1:]:
-            shape = merge(shape, lst.shape, _where(ctx))
-        if any(lst.length is None or lst.length != first.length for lst in lists) or first.dtype is None or \
-                not first.known_declared or shape is None or min(shape, default=0) < 0:
-            raise LoweringError(f"{_where(ctx)}: adds lists whose lengths or element shapes are not known (and equal) "
-                                "when lowering")
-        stacked = [_add(ctx, "TensorListStack", [h, _shape_const(ctx, shape, f"element_shape_{k}")],
-                        {"element_dtype": first.dtype, "num_elements": first.length}, suffix=f"stack_{k}").output(0)
-                   for k, h in enumerate(inputs)]
-        total = ctx.add("AddN", stacked, {"N": len(stacked)}, suffix="sum")
-        total = total[0] if isinstance(total, list) else total.output(0)
-        return _from_stacked(ctx, total, first, shape)
-
-    return lower
 
 
 LOWERINGS = {
