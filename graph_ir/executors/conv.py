@@ -2,8 +2,9 @@
 
 y[n, o, p, :] = sum over taps (i, j) whose input position (o*sh + i*dh - top, p*sw + j*dw - left) lies inside x of
 x[n, that position, :] @ filter[i, j]. Padding contributes nothing, as in TF's kernels with SAME padding: a NaN or
-inf filter tap (or out_backprop value) never meets a padded zero. (TF's EXPLICIT-padding filter gradient pads x with
-zeros instead, so there 0 * NaN shows; graph_ir follows SAME for all pads.) Two ways to compute it, both float32
+inf filter tap (or out_backprop value) never meets a padded zero. TF's EXPLICIT-padding filter gradient pads x with
+zeros instead, so there 0 * NaN shows: pads that only EXPLICIT gives (neither zero nor SAME's) make the filter
+gradient NaN where TF's does (filter_grad.padding_nan). Two ways to compute it, both float32
 (float64 for float64 gradients) matrix products, BLAS's summation order, not Eigen's (within the stated tolerance):
 - im2col (graph_ir/executors/im2col.py): the windows of the zero-padded x as rows of one matrix, a chunk at a
   time; the fast path, taken when the padded x stays small and the values multiplying the padding are finite (the
@@ -85,6 +86,17 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The sums over the taps inside x; with pads only TF's EXPLICIT padding gives, NaN where TF's zero padding
+    meets an inf or NaN of dy (graph_ir/executors/filter_grad.py's padding_nan)."""
+    (df,), x, dy = _filter_sums(node, args), args[0], args[2]
+    with np.errstate(all="ignore"):
+        finite = not filter_grad.explicit_pads(node.attrs, x.shape, df.shape) or all_finite(dy)
+    if not finite:
+        filter_grad.padding_nan(df, dy, *_geometry(node, x.shape, df.shape[:2], dy.shape[1:3]))
+    return [df]
+
+
+def _filter_sums(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, dy = wide(args[0]), wide(args[2])
     f_shape = node.output_descs[0].shape
     if _pointwise(node, f_shape, x.shape, dy.shape):
