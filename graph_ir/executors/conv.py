@@ -185,12 +185,37 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
                     functools.partial(_scatter, node, dx[images], cols, rows.start, clipped, taps_w),
                     threads.slices(dx.shape[3], threads.pieces_for(cols.nbytes, threads.MIN_PASS_BYTES, dx.shape[3])))
                 del cols  # before the next block's
+        elif dy.shape[1] * dy.shape[2] < len(taps_h) * len(taps_w):
+            _by_outputs(node.attrs, dx, f, dy)
         else:
             for ti in taps_h:
                 for tj in taps_w:
                     src, dst = _tap_slices(node, ti, tj)
                     dx[src] += _product(dy[dst], f[ti.tap, tj.tap].T)
     return [at_dtype(node, 0, dx)]
+
+
+def _inside(start: int, k: int, d: int, size: int) -> range:
+    """The taps i in [0, k) whose position start + i * d lies in [0, size)."""
+    return range(max(0, -(start // d) if start < 0 else 0), min(k, (size - 1 - start) // d + 1))
+
+
+def _by_outputs(a: dict, dx: np.ndarray, f: np.ndarray, dy: np.ndarray) -> None:
+    """dx += dy[:, o, p] @ f[taps].T at the positions the taps read, one product per output (o, p) over its taps
+    inside x: fewer steps than per tap when the window has more taps than there are outputs (a 4000x4000 filter
+    over a 1x1 dy), and no copy larger than f or dx."""
+    (sh, sw), (dh, dw), (top, _, left, _) = a["strides"][1:3], a["dilations"][1:3], a["pads"]
+    for o in range(dy.shape[1]):
+        rows = _inside(o * sh - top, f.shape[0], dh, dx.shape[1])
+        for p in range(dy.shape[2]) if len(rows) else ():
+            cols = _inside(p * sw - left, f.shape[1], dw, dx.shape[2])
+            if not len(cols):
+                continue
+            taps = f[rows.start:rows.stop, cols.start:cols.stop]
+            product = gemm.matmul(taps.reshape(-1, f.shape[3]), dy[:, o, p].T)  # [a * b * C, N]
+            r, c = o * sh - top + rows.start * dh, p * sw - left + cols.start * dw
+            dx[:, r:r + (len(rows) - 1) * dh + 1:dh, c:c + (len(cols) - 1) * dw + 1:dw] += \
+                product.reshape(*taps.shape[:3], dy.shape[0]).transpose(3, 0, 1, 2)
 
 
 # -- working memory (bytes beyond the node's inputs and outputs), for the session's planner ---------------------------
@@ -246,8 +271,10 @@ def _conv2d_backprop_input_workspace(node: Node) -> int:
     transposed = _transposed_attrs(node.attrs, f.shape)
     as_conv = _conv_bytes(transposed, dy.shape, f.shape, dx.shape[1:3], 0, item) + f.num_elements * item \
         if transposed is not None else 0
-    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + dy.num_elements) * item,
-                                     direct_conv.packed_bytes(f.shape))
+    direct = direct_conv.packed_bytes(f.shape) if transposed is not None and \
+        direct_conv.fits(transposed, dy.shape, f.shape, dx.shape) else 0
+    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + max(dy.num_elements, f.num_elements)) * item,
+                                     direct)
 
 
 # groups > 1 (a grouped convolution) goes to graph_ir/executors/grouped_conv.py's dispatch
