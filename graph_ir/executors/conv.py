@@ -2,8 +2,9 @@
 
 y[n, o, p, :] = sum over taps (i, j) whose input position (o*sh + i*dh - top, p*sw + j*dw - left) lies inside x of
 x[n, that position, :] @ filter[i, j]. Padding contributes nothing, as in TF's kernels with SAME padding: a NaN or
-inf filter tap (or out_backprop value) never meets a padded zero. (TF's EXPLICIT-padding filter gradient pads x with
-zeros instead, so there 0 * NaN shows; graph_ir follows SAME for all pads.) Two ways to compute it, both float32
+inf filter tap (or out_backprop value) never meets a padded zero. TF's EXPLICIT-padding filter gradient pads x with
+zeros instead, so there 0 * NaN shows: pads that only EXPLICIT gives (neither zero nor SAME's) make the filter
+gradient NaN where TF's does (filter_grad.padding_nan). Two ways to compute it, both float32
 (float64 for float64 gradients) matrix products, BLAS's summation order, not Eigen's (within the stated tolerance):
 - im2col (graph_ir/executors/im2col.py): the windows of the zero-padded x as rows of one matrix, a chunk at a
   time; the fast path, taken when the padded x stays small and the values multiplying the padding are finite (the
@@ -85,6 +86,17 @@ def _conv2d(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _conv2d_backprop_filter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The sums over the taps inside x; with pads only TF's EXPLICIT padding gives, NaN where TF's zero padding
+    meets an inf or NaN of dy (graph_ir/executors/filter_grad.py's padding_nan)."""
+    (df,), x, dy = _filter_sums(node, args), args[0], args[2]
+    with np.errstate(all="ignore"):
+        finite = not filter_grad.explicit_pads(node.attrs, x.shape, df.shape) or all_finite(dy)
+    if not finite:
+        filter_grad.padding_nan(df, dy, *_geometry(node, x.shape, df.shape[:2], dy.shape[1:3]))
+    return [df]
+
+
+def _filter_sums(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     x, dy = wide(args[0]), wide(args[2])
     f_shape = node.output_descs[0].shape
     if _pointwise(node, f_shape, x.shape, dy.shape):
@@ -173,12 +185,37 @@ def _conv2d_backprop_input(node: Node, args: list[np.ndarray]) -> list[np.ndarra
                     functools.partial(_scatter, node, dx[images], cols, rows.start, clipped, taps_w),
                     threads.slices(dx.shape[3], threads.pieces_for(cols.nbytes, threads.MIN_PASS_BYTES, dx.shape[3])))
                 del cols  # before the next block's
+        elif dy.shape[1] * dy.shape[2] < len(taps_h) * len(taps_w):
+            _by_outputs(node.attrs, dx, f, dy)
         else:
             for ti in taps_h:
                 for tj in taps_w:
                     src, dst = _tap_slices(node, ti, tj)
                     dx[src] += _product(dy[dst], f[ti.tap, tj.tap].T)
     return [at_dtype(node, 0, dx)]
+
+
+def _inside(start: int, k: int, d: int, size: int) -> range:
+    """The taps i in [0, k) whose position start + i * d lies in [0, size)."""
+    return range(max(0, -(start // d) if start < 0 else 0), min(k, (size - 1 - start) // d + 1))
+
+
+def _by_outputs(a: dict, dx: np.ndarray, f: np.ndarray, dy: np.ndarray) -> None:
+    """dx += dy[:, o, p] @ f[taps].T at the positions the taps read, one product per output (o, p) over its taps
+    inside x: fewer steps than per tap when the window has more taps than there are outputs (a 4000x4000 filter
+    over a 1x1 dy), and no copy larger than f or dx."""
+    (sh, sw), (dh, dw), (top, _, left, _) = a["strides"][1:3], a["dilations"][1:3], a["pads"]
+    for o in range(dy.shape[1]):
+        rows = _inside(o * sh - top, f.shape[0], dh, dx.shape[1])
+        for p in range(dy.shape[2]) if len(rows) else ():
+            cols = _inside(p * sw - left, f.shape[1], dw, dx.shape[2])
+            if not len(cols):
+                continue
+            taps = f[rows.start:rows.stop, cols.start:cols.stop]
+            product = gemm.matmul(taps.reshape(-1, f.shape[3]), dy[:, o, p].T)  # [a * b * C, N]
+            r, c = o * sh - top + rows.start * dh, p * sw - left + cols.start * dw
+            dx[:, r:r + (len(rows) - 1) * dh + 1:dh, c:c + (len(cols) - 1) * dw + 1:dw] += \
+                product.reshape(*taps.shape[:3], dy.shape[0]).transpose(3, 0, 1, 2)
 
 
 # -- working memory (bytes beyond the node's inputs and outputs), for the session's planner ---------------------------
@@ -234,8 +271,10 @@ def _conv2d_backprop_input_workspace(node: Node) -> int:
     transposed = _transposed_attrs(node.attrs, f.shape)
     as_conv = _conv_bytes(transposed, dy.shape, f.shape, dx.shape[1:3], 0, item) + f.num_elements * item \
         if transposed is not None else 0
-    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + dy.num_elements) * item,
-                                     direct_conv.packed_bytes(f.shape))
+    direct = direct_conv.packed_bytes(f.shape) if transposed is not None and \
+        direct_conv.fits(transposed, dy.shape, f.shape, dx.shape) else 0
+    return _widened(f, dy, dx) + max(blocks, as_conv, (dx.num_elements + max(dy.num_elements, f.num_elements)) * item,
+                                     direct)
 
 
 # groups > 1 (a grouped convolution) goes to graph_ir/executors/grouped_conv.py's dispatch

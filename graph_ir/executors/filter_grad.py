@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from graph_ir.executors import gemm, im2col, threads
+from graph_ir.opset.conv import same_padding
 
 LANES = 4  # filter gradients summed over positions in this many partials, whatever the thread count
 PARTIAL_BYTES = 4 << 20  # the most the partials may hold (the workspace counts it)
@@ -68,3 +69,38 @@ def add_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> None:
 
     threads.run_parts(part, threads.slices(block.shape[5], threads.pieces_for(flops, threads.MIN_PRODUCT_FLOPS,
                                                                                 block.shape[5])))
+
+
+def explicit_pads(attrs: dict, x_shape, f_shape) -> bool:
+    """Whether `pads` are neither zero (TF's VALID) nor TF's SAME pads for this geometry: only TF's EXPLICIT padding
+    gives them, and its CPU filter gradient pads x with zeros that take part in the products
+    (tensorflow/core/kernels/conv_grad_filter_ops.cc), so an inf or NaN of out_backprop meeting the padding gives
+    NaN (0 * inf), where SAME's and VALID's padding contributes nothing."""
+    pads, (sh, sw), (dh, dw) = list(attrs["pads"]), attrs["strides"][1:3], attrs["dilations"][1:3]
+    if not any(pads):
+        return False
+    same = [*same_padding(x_shape[1], f_shape[0], sh, dh)[1:], *same_padding(x_shape[2], f_shape[1], sw, dw)[1:]]
+    return pads != same
+
+
+def padding_nan(df: np.ndarray, dy: np.ndarray, taps_h, taps_w) -> None:
+    """Sets df[i, j, :, k] to NaN where tap (i, j) reads padding for an output (o, p) whose dy[:, o, p, k] is inf or
+    NaN: what multiplying x's zero padding adds to the sums of the taps inside x (0 * finite adds nothing). Tap i
+    reads x for the outputs taps_h[..].writes only (taps not listed read only padding), so the outputs where (i, j)
+    reads padding are those outside tap i's rows or outside tap j's columns: df is NaN at (i, j, k) when a bad
+    value of channel k lies in either, a test per row tap and per column tap from running counts."""
+    bad = (~np.isfinite(dy)).any(axis=0)
+    if not bad.any():
+        return
+
+    def outside(counts: np.ndarray, taps, k: int) -> np.ndarray:
+        """[k, Cout]: whether a bad value lies outside each tap's outputs along one axis (counts: prefix sums)."""
+        result = np.broadcast_to(counts[-1] > 0, (k, counts.shape[1])).copy()
+        for t in taps:
+            result[t.tap] = (counts[t.first] + counts[-1] - counts[t.stop]) > 0
+        return result
+
+    rows = np.concatenate([np.zeros((1, bad.shape[2]), np.int64), np.cumsum(bad.any(axis=1), axis=0)])
+    cols = np.concatenate([np.zeros((1, bad.shape[2]), np.int64), np.cumsum(bad.any(axis=0), axis=0)])
+    nan = outside(rows, taps_h, df.shape[0])[:, None, :] | outside(cols, taps_w, df.shape[1])[None, :, :]
+    df[np.broadcast_to(nan[:, :, None, :], df.shape)] = np.nan

@@ -238,10 +238,14 @@ def _pool_workspace(node: Node) -> int:
 
 
 def _avg_pool_grad_workspace(node: Node) -> int:
-    """The shares, the half-scattered array and the result before rounding."""
-    shape = node.output_descs[0].shape
+    """The shares, their counts and quotient, the half-scattered array (in grad's float32 or float64), a float32 copy of a
+    16-bit grad, and the float32 result before rounding to a 16-bit output (else the result is the output itself:
+    a 5000x5000 VALID window's gradient holds its output and one column)."""
+    shape, grad, y = node.output_descs[0].shape, node.inputs[1].desc, node.output_descs[0]
     mid, out = _mid(node, shape)
-    return 8 * (2 * out + mid + shape[0] * shape[1] * shape[2] * shape[3]) + UFUNC_BUFFERS
+    item = 8 if grad.dtype.itemsize == 8 else 4
+    rounded = 4 * y.num_elements if y.dtype.itemsize == 2 else 0
+    return item * (3 * out + mid) + 8 * out + _widened(grad) + rounded + UFUNC_BUFFERS
 
 
 def _max_pool_grad_workspace(node: Node) -> int:
