@@ -28,11 +28,21 @@ from graph_ir.graph import NET_OUTPUT, Graph
 from graph_ir.load_subgraphs import check_binding, graph_defs, subgraph_tree
 from graph_ir.nodes import Handle, TensorDesc
 from graph_ir.opset import control
-from graph_ir.serialize import META_KEYS
+from graph_ir.serialize import META_KEYS, ORIGINS_KEY
 from graph_ir.verify import check_shape
 
 _EDGE = re.compile(r"([^:]+):(-1|0|[1-9][0-9]{0,8})", re.ASCII)
 MAX_TEXT_NESTING = 64  # a ModelDef nests 5 deep; deeper text is refused before the (recursive) text parser runs
+
+
+MAX_ORIGINS = 64  # the TF nodes a GE node names as its origins: more are not read
+
+
+def _text(node: str, field: str, value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GraphError(f"node {node!r}: {field} holds a name that is not UTF-8: {e}") from None
 
 
 def _edge(node: str, edge: str) -> tuple[str, int]:
@@ -205,7 +215,7 @@ def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tu
         controls = [graph.nodes[src] for src, index in edges if index < 0]
         specs = {a.name: a for a in spec.attrs}
         bindings = (control.PARENT_INDEX_ATTR,) if parent is not None and op_def.type == "Data" else ()
-        unknown = [k for k in op_def.attr if k not in specs and k not in META_KEYS and k not in bindings]
+        unknown = [k for k in op_def.attr if k not in specs and k not in (*META_KEYS, ORIGINS_KEY) and k not in bindings]
         if unknown:
             raise GraphError(f"node {name!r} ({op_def.type}) has attributes the registry does not know: "
                              f"{sorted(unknown)[:8]}")
@@ -217,6 +227,8 @@ def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tu
                                  output_descs=descs, subgraphs=subgraphs) if template else \
             graph.add_node(op_def.type, inputs, attrs, name=name, control_inputs=controls, output_descs=descs,
                            exact_name=True, subgraphs=subgraphs)
+        if ORIGINS_KEY in op_def.attr:
+            node.origins = [_text(name, ORIGINS_KEY, v) for v in op_def.attr[ORIGINS_KEY].list.s[:MAX_ORIGINS]]
         if parent is not None:
             check_binding(graph.name, node, op_def, parent)
     if NET_OUTPUT in graph.nodes:

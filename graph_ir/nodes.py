@@ -124,6 +124,8 @@ class Node:
     # The output values known while the graph is built though the node stays one (a shape computed from a tensor
     # whose dims are known only at run time, graph_ir/dynamic): what inputs read as a Const's value (verify.const_value).
     known_values: list[Any] | None = None
+    # The TF nodes it was lowered from (GE's _datadump_original_op_names, which its dumps and msaccucmp map back by).
+    origins: list[str] = field(default_factory=list)
 
     @property
     def type(self) -> str:

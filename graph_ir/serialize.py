@@ -29,6 +29,9 @@ from graph_ir.opset.control import PARENT_INDEX_ATTR, data_offset, maps_outputs
 from graph_ir.registry import IrAttr
 
 META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
+# A node's TF origins (Node.origins), as GE names the attribute (ge::ATTR_NAME_DATA_DUMP_ORIGIN_OP_NAMES, metadef's
+# graph/debug/ge_attr_define.h): what GE's dumps and Ascend's accuracy tools map a GE node back to its TF nodes by.
+ORIGINS_KEY = "_datadump_original_op_names"
 
 
 def _fill_desc(out, desc: TensorDesc) -> None:
@@ -97,6 +100,8 @@ def _op_def(node: Node, out) -> None:
         _fill_desc(out.input_desc.add(), d)
     for d in node.output_descs:
         _fill_desc(out.output_desc.add(), d)
+    if node.origins:
+        _string_list(out.attr[ORIGINS_KEY], node.origins)
     _string_list(out.attr["_input_name_key"], [d.name for d in input_descs])
     _int_list(out.attr["_input_name_value"], range(len(input_descs)))
     _string_list(out.attr["_output_name_key"], [d.name for d in node.output_descs])

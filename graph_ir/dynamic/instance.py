@@ -93,8 +93,11 @@ def _instance(template: Graph, desc_of) -> Graph:
             if values is not None:
                 folded = replace_by_consts(graph, made, values)
                 outs = folded if isinstance(folded, list) else [folded.output(0)]
+                for h in outs:
+                    h.node.origins = list(node.origins)
                 handles.update(((name, k), h) for k, h in enumerate(outs))
                 continue
+        made.origins = list(node.origins)
         handles.update(((name, k), made.output(k)) for k in range(len(made.output_descs)))
     if NET_OUTPUT in graph.nodes:
         graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)

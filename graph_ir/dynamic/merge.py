@@ -74,9 +74,10 @@ def _merge_graph(a: Graph, b: Graph) -> Graph:
         subgraphs = [_merge_graph(gx, gy) for gx, gy in zip(x.subgraph_graphs, y.subgraph_graphs)]
         inputs = [None if h is None else out.nodes[h.node.name].output(h.index) for h in x.inputs]
         descs = [_merged_desc(x, k, dx, dy) for k, (dx, dy) in enumerate(zip(x.output_descs, y.output_descs))]
-        add_template_node(out, x.type, inputs, dict(x.attrs), name=name,
-                          control_inputs=[out.nodes[c.name] for c in x.control_inputs], output_descs=descs,
-                          subgraphs=subgraphs)
+        made = add_template_node(out, x.type, inputs, dict(x.attrs), name=name,
+                                 control_inputs=[out.nodes[c.name] for c in x.control_inputs], output_descs=descs,
+                                 subgraphs=subgraphs)
+        made.origins = list(x.origins)
     if NET_OUTPUT in out.nodes:
         out.outputs = list(out.nodes[NET_OUTPUT].inputs)
     return out

@@ -11,6 +11,7 @@ the verifier, which the lowering reports as a LoweringError naming the TF node (
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,12 @@ class LoweringContext:
 
     def _lower_from(self, root: str) -> None:
         raise NotImplementedError
+
+    def _stamp(self, name: str, added: int) -> None:
+        """Records TF node `name` as the origin of the GE nodes its lowering added (the last `added`)."""
+        for node in itertools.islice(reversed(self.graph.nodes.values()), max(added, 0)):
+            if not node.origins and node.type not in ("Data", "Variable"):
+                node.origins = [name]
 
     def nodes_of(self, name: str) -> list[Node]:
         """The GE nodes that stand for TF node `name` (for control edges)."""

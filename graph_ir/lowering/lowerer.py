@@ -122,7 +122,9 @@ class Lowerer(LoweringContext):
             if name not in self.nodes:
                 raise LoweringError(f"an input refers to node {name!r}, which the graph does not have")
             if inputs_done:
+                before = len(self.graph.nodes)
                 self.lowered[name] = self._lower_one(self.nodes[name])
+                self._stamp(name, len(self.graph.nodes) - before)
                 visiting.discard(name)
                 continue
             if name in visiting:

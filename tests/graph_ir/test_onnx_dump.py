@@ -112,3 +112,32 @@ def test_text_dump_and_data_level(tmp_path):
     np.testing.assert_array_equal(np.frombuffer(data, np.float32), np.arange(6, dtype=np.float32))
     with pytest.raises(ValueError, match=r"use a .onnx \(binary\) or .onnx.pbtxt"):
         onnx_dump.write(graph.to_model_def(), str(tmp_path / "g.json"))
+
+
+def test_each_ge_node_names_the_tf_node_it_came_from(tmp_path):
+    """GE's _datadump_original_op_names on every GE node the lowering made (Data, Variables and NetOutput stand for
+    no one TF node): a node of the TF step as the lowering saw it (calls inlined), kept by .air and in the dump."""
+    from graph_ir.lowering.trace import prepare
+
+    keras.utils.set_random_seed(52)
+    model = train_steps.cnn()
+    step = train_steps.train_step(model, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                                  FusedEmaAdam(1e-2))
+    specs = (tf.TensorSpec((2, 8, 8, 3)), tf.TensorSpec((2,), tf.int32))
+    step(np.zeros((2, 8, 8, 3), np.float32), np.zeros(2, np.int32))
+    graph = graph_ir.from_tensorflow(step, *specs)
+    tf_nodes = {n.name: n.op for n in prepare(step, specs).graph_def.node}
+    path = str(tmp_path / "step.air")
+    graph.save(path)
+    loaded = graph_ir.load(path)
+    graph.save(str(tmp_path / "step.onnx"))
+    dumped = _onnx_nodes(onnx.load(str(tmp_path / "step.onnx")).graph, {})
+    for name, node in loaded.nodes.items():
+        if node.type in ("Data", "Variable", "NetOutput"):
+            assert not node.origins, name
+            continue
+        assert node.origins and all(o in tf_nodes for o in node.origins), (name, node.origins)
+        attr = next(a for a in dumped[name].attribute if a.name == "_datadump_original_op_names")
+        assert [s.decode() for s in attr.strings] == node.origins
+    assert {o for n in loaded.nodes.values() for o in n.origins} >= {n for n, op in tf_nodes.items()
+                                                                     if op in ("Conv2D", "MatMul", "Relu")}
