@@ -75,9 +75,10 @@ def explicit_pads(attrs: dict, x_shape, f_shape) -> bool:
     """Whether `pads` are neither zero (TF's VALID) nor TF's SAME pads for this geometry: only TF's EXPLICIT padding
     gives them, and its CPU filter gradient pads x with zeros that take part in the products
     (tensorflow/core/kernels/conv_grad_filter_ops.cc), so an inf or NaN of out_backprop meeting the padding gives
-    NaN (0 * inf), where SAME's and VALID's padding contributes nothing."""
+    NaN (0 * inf), where SAME's and VALID's padding contributes nothing. A node the lowering made from TF's SAME says
+    so in its `padding` attribute (graph_ir/opset/conv.py)."""
     pads, (sh, sw), (dh, dw) = list(attrs["pads"]), attrs["strides"][1:3], attrs["dilations"][1:3]
-    if not any(pads):
+    if not any(pads) or attrs.get("padding") is not None:
         return False
     same = [*same_padding(x_shape[1], f_shape[0], sh, dh)[1:], *same_padding(x_shape[2], f_shape[1], sw, dw)[1:]]
     return pads != same

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import graph_ir
 from graph_ir import ops
 from tests.graph_ir.test_hostile_conv_values import _same_specials, _with_specials
 from tests.helpers.hostile_graphs import ints, run_hostile
@@ -57,3 +58,17 @@ def test_one_inf_in_the_padding_makes_its_channel_nan_at_the_taps_that_meet_padd
                                            padding="EXPLICIT", explicit_paddings=[0, 0, 2, 0, 0, 3, 0, 0]).numpy()
     np.testing.assert_array_equal(np.isnan(want[:, 0, 0, 0]), [True, True, False, False])
     _same_specials(got, want)
+
+
+def test_a_dilated_filter_gradient_with_explicit_padding_is_refused_as_tensorflow_refuses_it():
+    """TF's CPU Conv2DBackpropFilter refuses EXPLICIT padding with dilations > 1; the lowering refuses it by name."""
+    x = np.ones((1, 6, 6, 2), np.float32)
+    dy = np.ones((1, 4, 4, 3), np.float32)
+    attrs = {"strides": [1, 1, 1, 1], "padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, 1, 1, 1, 0, 0],
+             "dilations": [1, 2, 2, 1]}
+    with pytest.raises((tf.errors.InvalidArgumentError, tf.errors.UnimplementedError)):
+        tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[2, 2, 2, 3], out_backprop=dy, **attrs)
+    step = tf.function(lambda x, dy: tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[2, 2, 2, 3],
+                                                                      out_backprop=dy, **attrs))
+    with pytest.raises(graph_ir.LoweringError, match=r"Conv2DBackpropFilter .*EXPLICIT padding with dilations"):
+        graph_ir.from_tensorflow(step, tf.TensorSpec(x.shape), tf.TensorSpec(dy.shape))

@@ -117,6 +117,10 @@ def _conv2d_backprop_filter(ctx, node, inputs):
     f_shape = _static(ctx, node, sizes, "filter_sizes")
     if len(f_shape) != 4:
         raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: filter_sizes {f_shape}; expected 4 sizes")
+    if tf_attr(node, "padding") == "EXPLICIT" and max(tf_attr(node, "dilations") or [1]) > 1:
+        raise LoweringError(f"cannot lower TF {node.op} {node.name!r}: EXPLICIT padding with dilations "
+                            f"{list(tf_attr(node, 'dilations'))}, which TF's CPU kernel refuses (conv_grad_filter_ops.cc: "
+                            "no dilation rates larger than 1 there)")
     return ctx.add("Conv2DBackpropFilter", [x, sizes, dy],
                    _conv_attrs(node, x.shape[1:3], f_shape[:2], (x.shape[3], *f_shape[2:])))
 
