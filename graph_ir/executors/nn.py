@@ -12,6 +12,7 @@ import numpy as np
 from graph_ir.errors import GraphError
 from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, c_ordered, wide
+from graph_ir.executors.einsum import einsum_product
 from graph_ir.executors.reduce import accumulator, accurate_sum
 from graph_ir.nodes import Node
 from graph_ir.opset.nn import channel_axis, parse_einsum
@@ -32,8 +33,11 @@ def _matmul(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def _einsum(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     terms, out = parse_einsum(node.type, node.name, node.attrs["equation"], len(args))
+    operands = [wide(a) for a in args]
     with np.errstate(all="ignore"):
-        y = np.einsum(f"{','.join(terms)}->{out}", *[wide(a) for a in args], optimize=True)
+        y = einsum_product(terms, out, *operands) if len(operands) == 2 else None  # TF's way: one batched product
+        if y is None:
+            y = np.einsum(f"{','.join(terms)}->{out}", *operands, optimize=True)
     # C order: np.einsum may hand back its product in another axis order, which every later op would carry along
     return [c_ordered(at_dtype(node, 0, y))]
 

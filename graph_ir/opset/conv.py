@@ -45,8 +45,9 @@ def padding_pads(op: IrOp, node: str, attrs, x_shape, f_shape) -> list[int] | No
 def with_padding_pads(op: IrOp, node: str, inputs, attrs: dict) -> dict:
     """`attrs` with `pads` recomputed from the `padding` attribute at the inputs' shapes (a template graph's
     convolution at a call's image size, graph_ir/dynamic); unchanged without it."""
-    if attrs.get("padding") is None:
-        return attrs
+    spec = next((a for a in op.attrs if a.name == "padding"), None)
+    if spec is None or not spec.adapter or attrs.get("padding") is None:
+        return attrs  # (the pools' own `padding` is TF's: their windows follow it at every size)
     names = [i.name for i in op.inputs]
 
     def dims(name: str) -> list[int]:
