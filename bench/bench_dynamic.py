@@ -29,7 +29,7 @@ from bench.bench_session import CLASSES, _mlp, _residual_cnn, _step
 from bench.timing import save_rows, settled_ms
 from graph_ir.dynamic import instantiate
 from graph_ir.executors import threads
-from graph_ir.planner import plan
+from graph_ir.runtime.planner import plan
 
 
 def _transformer() -> keras.Model:

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from graph_ir import kernels
-from graph_ir.dtypes import as_dtype
+from graph_ir.ir.dtypes import as_dtype
 from op_spec.reference import fused_ema_adam
 
 ATTRS = {"lr": 0.001, "ema_decay": 0.5, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "mode": 1,

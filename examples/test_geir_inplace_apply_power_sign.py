@@ -17,7 +17,7 @@ import numpy as np
 
 import graph_ir
 from graph_ir import ops
-from graph_ir.dtypes import as_dtype
+from graph_ir.ir.dtypes import as_dtype
 from op_spec.reference import power_sign
 
 IR_INPUTS = ("var", "m", "lr", "logbase", "sign_decay", "beta", "grad")

@@ -1,21 +1,23 @@
 """graph_ir: the GE (CANN Graph Engine) graph IR for tf_plugin's operators. It imports no TensorFlow: only
 graph_ir.from_tensorflow does, on first use.
 
-Layers (each imports only the ones above it):
-  errors -> dtypes -> registry (the IR ops, from op_spec) -> nodes -> verify -> serialize -> graph -> builders,
-  ops (one builder per IR op) -> load -> kernels (the C++ kernels on NumPy arrays) -> executors -> session
-  -> lowering (TensorFlow -> GE IR).
+Packages, by layer (each imports only the ones above it; tests/packaging/test_layout.py holds the order):
+  ir (the IR: dtypes, the op registry from op_spec and CANN's REG_OPs, nodes, the verifier, Graph, builders)
+  -> opset (the GE op families' prototypes) -> files (.air and .pbtxt written, GE's ONNX-format dump) -> ops (one
+  builder per IR op) -> kernels (the C++ kernels on NumPy arrays) -> executors -> dynamic (graphs with dims known
+  only at run time) -> files.load -> runtime (the Session) -> lowering (TensorFlow -> GE IR), compare, cli.
 """
 
 from typing import Any
 
-from graph_ir import kernels, ops, registry
-from graph_ir.builders import Const, Data, Variable
-from graph_ir.errors import GraphError, LoweringError
-from graph_ir.graph import Graph
-from graph_ir.load import load, loads
-from graph_ir.nodes import Handle, Node, TensorDesc
-from graph_ir.session import Session
+from graph_ir import kernels, ops
+from graph_ir.files.load import load, loads
+from graph_ir.ir import registry
+from graph_ir.ir.builders import Const, Data, Variable
+from graph_ir.ir.errors import GraphError, LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
+from graph_ir.runtime.session import Session
 
 
 def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = None,

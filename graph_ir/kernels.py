@@ -18,8 +18,8 @@ import numpy as np
 
 import op_spec
 from graph_ir import _binding
-from graph_ir.aliasing import check_no_file_aliasing
-from graph_ir.dtypes import as_dtype
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.runtime.aliasing import check_no_file_aliasing
 from op_spec.checks import check_attrs, check_input_value
 
 

@@ -1,4 +1,4 @@
-"""One builder per registered GE op, generated from the registry (graph_ir/registry.py).
+"""One builder per registered GE op, generated from the registry (graph_ir/ir/registry.py).
 
 Each builder takes the op's inputs positionally in IR order and its attributes as keywords with the IR defaults,
 plus ``name`` and ``control_inputs``; it returns one handle per IR output (a tuple when there are several).
@@ -12,11 +12,11 @@ import inspect
 import keyword
 from typing import Any
 
-from graph_ir import registry
-from graph_ir.builders import to_handle
-from graph_ir.dtypes import as_dtype
-from graph_ir.graph import default_graph
-from graph_ir.nodes import Handle
+from graph_ir.ir import registry
+from graph_ir.ir.builders import to_handle
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.graph import default_graph
+from graph_ir.ir.nodes import Handle
 
 _OWN_BUILDERS = ("Data", "RefData", "Variable", "Const", "NetOutput")
 

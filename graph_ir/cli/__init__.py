@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from graph_ir.cli import compare_dumps, convert, draw, inspect, ops_table, run_graph
-from graph_ir.errors import GraphError
+from graph_ir.ir.errors import GraphError
 
 VERBS = {"convert": convert, "missing": convert.Missing, "run": run_graph, "show": inspect, "draw": draw,
          "compare": compare_dumps, "ops": ops_table}

@@ -1,5 +1,5 @@
 """`python -m graph_ir draw GRAPH.air OUT.onnx`: a GE graph as GE's ONNX-format graph dump, which Netron opens
-(graph_ir/onnx_dump.py)."""
+(graph_ir/files/onnx_dump.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def add(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import graph_ir
-    from graph_ir import onnx_dump
+    from graph_ir.files import onnx_dump
 
     if not os.path.isfile(args.graph):
         raise ValueError(f"graph {args.graph!r}: no such file")

@@ -8,7 +8,7 @@ the header's order, each `size` long. File name: {op_type}.{op_name, '/' and '.'
 A file is refused with one GraphError naming it and the field when: it is shorter than 8 bytes; its header length
 is past its end or above MAX_HEADER_BYTES; it holds more than MAX_TENSORS tensors (counted on the wire, before the
 header is parsed); the header does not parse; a
-tensor's data_type is not a numeric type of graph_ir.dtypes, its format not a plain layout (ND, NCHW, NHWC, NCDHW,
+tensor's data_type is not a numeric type of graph_ir.ir.dtypes, its format not a plain layout (ND, NCHW, NHWC, NCDHW,
 NDHWC: fractal layouts need msaccucmp's conversion), its shape's element count times its dtype's size differs from
 its size, or it carries its data inline; the sizes' running sum passes the end of the file, or leaves bytes over.
 All of that is checked on the header alone; only then are the tensors read (memory: the file's size)."""
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
 from graph_ir.executors.plan_steps import EXECUTOR, Step
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
 from graph_ir.proto import DumpData
 
 MAX_HEADER_BYTES = 1 << 20  # a header names one op and its tensors' shapes: kilobytes
@@ -35,7 +35,7 @@ MAX_TENSORS = 4096
 _DUMP_DTYPES = {"float32": "DT_FLOAT", "float16": "DT_FLOAT16", "int8": "DT_INT8", "uint8": "DT_UINT8",
                 "int16": "DT_INT16", "uint16": "DT_UINT16", "int32": "DT_INT32", "int64": "DT_INT64",
                 "uint32": "DT_UINT32", "uint64": "DT_UINT64", "bool": "DT_BOOL", "float64": "DT_DOUBLE",
-                "bfloat16": "DT_BF16"}  # graph_ir's numeric dtypes (graph_ir/dtypes.py)
+                "bfloat16": "DT_BF16"}  # graph_ir's numeric dtypes (graph_ir/ir/dtypes.py)
 _DTYPE_ENUM = DumpData.DESCRIPTOR.fields_by_name["output"].message_type.fields_by_name["data_type"].enum_type
 _FORMAT_ENUM = DumpData.DESCRIPTOR.fields_by_name["output"].message_type.fields_by_name["format"].enum_type
 _BY_NUMBER = {_DTYPE_ENUM.values_by_name[e].number: name for name, e in _DUMP_DTYPES.items()}

@@ -10,8 +10,8 @@ from typing import Any
 from graph_ir.compare.dump import Dumper, read_dump_folder
 from graph_ir.compare.observe import Observer, run_observed
 from graph_ir.compare.report import Comparison
-from graph_ir.graph import Graph
-from graph_ir.session import Session
+from graph_ir.ir.graph import Graph
+from graph_ir.runtime.session import Session
 
 
 def write_dumps(graph: Graph, inputs: Sequence[Any], folder: str, session: Session | None = None) -> list[str]:

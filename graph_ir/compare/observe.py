@@ -15,7 +15,7 @@ from graph_ir.compare.report import Row
 from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
 from graph_ir.executors import run_settings
 from graph_ir.executors.plan_steps import EXECUTOR, Step
-from graph_ir.session import Session
+from graph_ir.runtime.session import Session
 
 # TF's value of a node output, by (GE node name, output index) = (TF node name, output index); None if TF has none.
 Benchmark = Callable[[str, int], "np.ndarray | None"]

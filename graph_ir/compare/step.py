@@ -12,11 +12,11 @@ from graph_ir.compare import metrics, tolerances
 from graph_ir.compare.observe import Observer, run_observed
 from graph_ir.compare.report import Comparison, Row
 from graph_ir.compare.tf_values import run_step
-from graph_ir.errors import GraphError
-from graph_ir.graph import Graph
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import Graph
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.trace import lowering_errors, prepare
-from graph_ir.session import Session
+from graph_ir.runtime.session import Session
 
 
 def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bool = True,

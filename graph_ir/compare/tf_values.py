@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.errors import GraphError
+from graph_ir.ir.errors import GraphError
 from graph_ir.lowering.trace import Step
 
 _PREFIX = "step"

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_ir.dynamic.probe import PROBES
-from graph_ir.errors import GraphError
 from graph_ir.executors.folding import fold_values, popped_constant, replace_by_consts
-from graph_ir.graph import NET_OUTPUT, Graph
-from graph_ir.nodes import Handle, Node, TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import NET_OUTPUT, Graph
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
 from graph_ir.opset import control
 from graph_ir.opset.conv import with_padding_pads
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from graph_ir.dynamic.template import add_template_node
-from graph_ir.errors import GraphError
-from graph_ir.graph import NET_OUTPUT, Graph
-from graph_ir.nodes import Node, TensorDesc, join_lists, joined
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import NET_OUTPUT, Graph
+from graph_ir.ir.nodes import Node, TensorDesc, join_lists, joined
 
 
 def _same(x: Any, y: Any) -> bool:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph_ir import nesting, registry
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle, Node, TensorDesc
-from graph_ir.verify import check_list_count, verify_attrs, verify_inputs
+from graph_ir.ir import nesting, registry
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
+from graph_ir.ir.verify import check_list_count, verify_attrs, verify_inputs
 
 UNKNOWN_DIM = -1  # GE's mark of a dim known only at run time (ge::UNKNOWN_DIM, CANN's graph/types.h)
 UNKNOWN_RANK = -2  # GE's mark of an unknown rank (ge::UNKNOWN_DIM_NUM): refused, a rank must be known

@@ -34,7 +34,7 @@ from graph_ir.executors import (
     trig,
 )
 from graph_ir.executors.common import Executor, c_ordered
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def _power_sign(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.executors.common import Executor, at_dtype, elementwise, scalar_tail, times_mask, wide
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 # Selu's constants as TF's functor writes them, rounded to the input's dtype there.
 SELU_SCALE = 1.0507009873554804934193349852946

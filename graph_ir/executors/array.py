@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.array import (
     broadcast_args,
     broadcast_gradient_args,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def _bucketize(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

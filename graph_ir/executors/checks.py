@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 
 def _check_numerics(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

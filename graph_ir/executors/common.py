@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 # An executor gets the node and its input values (in IR order) and returns its output values.
 Executor = Callable[[Node, list[np.ndarray]], list[np.ndarray]]

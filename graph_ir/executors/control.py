@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import ALIASING, SNAPSHOTS, list_store
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
+from graph_ir.ir.verify import is_int
 from graph_ir.opset.control import CASE_OPS, FUNCTIONAL, IF_OPS, WHILE_OPS
-from graph_ir.verify import is_int
 
 __all__ = ["DEFAULT_MAX_LOOP_WORK", "FUNCTIONAL", "NODE_WORK", "Subplan", "execute", "plan_subgraphs", "truth",
            "workspace"]

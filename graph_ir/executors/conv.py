@@ -25,7 +25,7 @@ from graph_ir.executors import direct_conv, filter_grad, gemm, im2col, threads
 from graph_ir.executors.common import all_finite, at_dtype, wide
 from graph_ir.executors.grouped_conv import or_grouped, or_grouped_workspace
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 _F32 = 4  # bytes per element of what the executors compute in: float32 (float64 for float64 gradients)
 

@@ -21,7 +21,7 @@ from graph_ir import _binding
 from graph_ir.executors import threads
 from graph_ir.executors.common import Executor, at_dtype
 from graph_ir.executors.windows import CHUNK_BYTES
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 BUDGET = CHUNK_BYTES  # bytes of temporaries per block (below glibc's mmap threshold: graph_ir/executors/windows.py)
 _LIMIT = 1 << 31  # graph_ir._binding's bound on dims, strides, dilations and pads (graph_ir/cc/binding.cc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.executors.common import Executor, at_dtype
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def _complex(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -11,14 +11,14 @@ import numpy as np
 
 from graph_ir.executors import EXECUTORS
 from graph_ir.executors.array import SHAPE_ONLY
-from graph_ir.nodes import Handle, Node
+from graph_ir.ir.nodes import Handle, Node
 
 FOLD_LIMIT = 4096  # the most elements a folded input or result may have (larger results stay GE nodes)
 NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep read-before-write order
 
 
 def known_value(handle: Handle) -> np.ndarray | None:
-    """The value of a handle known while building: a Const's, or a node's known_values (graph_ir/nodes.py)."""
+    """The value of a handle known while building: a Const's, or a node's known_values (graph_ir/ir/nodes.py)."""
     node = handle.node
     if node.known_values is not None and node.known_values[handle.index] is not None:
         return node.known_values[handle.index]
@@ -33,7 +33,7 @@ def fold_values(node: Node) -> list[np.ndarray] | None:
     if any(not d.is_static or d.num_elements > FOLD_LIMIT or d.dtype.name in ("complex64", "variant")
            for d in node.output_descs):
         return None  # (complex results stay GE nodes: CANN's Const declares no complex type; a list is no constant)
-    if node.type == "TensorListLength":  # the length the list's desc knows (graph_ir/nodes.py ListMeta)
+    if node.type == "TensorListLength":  # the length the list's desc knows (graph_ir/ir/nodes.py ListMeta)
         held = given[0].desc.list_meta
         return None if held is None or held.length is None else [np.asarray(held.length, np.int32)]
     if node.type in SHAPE_ONLY:

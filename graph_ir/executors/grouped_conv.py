@@ -15,7 +15,7 @@ import numpy as np
 
 from graph_ir.executors.depthwise import BUDGET, GROUPED
 from graph_ir.executors.windows import UFUNC_BUFFERS
-from graph_ir.nodes import Node, TensorDesc
+from graph_ir.ir.nodes import Node, TensorDesc
 
 Executor = Callable[[Node, list[np.ndarray]], list[np.ndarray]]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.executors.common import Executor
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 _F = np.float32
 

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 
 def _wide(x: np.ndarray) -> np.ndarray:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 MAX_LIST_BYTES = 256 * 2**20
 MAX_LIVE_LIST_BYTES = 256 * 2**20

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors.common import Executor, at_dtype, elementwise
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 
 def _bitcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -12,12 +12,12 @@ import math
 import numpy as np
 
 from graph_ir import _binding
-from graph_ir.errors import GraphError
 from graph_ir.executors import reduce
 from graph_ir.executors import threads as executor_threads
 from graph_ir.executors.common import Executor, at_dtype, elementwise, scalar_tail, times_mask, wide, widened
 from graph_ir.executors.reduce import trunc_div
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 
 def _is_int(a: np.ndarray) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors.common import Executor
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.matrix import max_diag_len
 
 

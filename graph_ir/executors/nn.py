@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, c_ordered, wide
 from graph_ir.executors.einsum import einsum_product
 from graph_ir.executors.reduce import accumulator, accurate_sum
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.nn import channel_axis, parse_einsum
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype
 from graph_ir.executors.reduce import accurate_sum
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.norm import channel_axis
 
 

@@ -1,5 +1,5 @@
 """graph_ir.Session's run loop, resolved at plan time: per node of the run order its kind, executor, input and
-output value slots, snapshot copies and the slots that die after it (graph_ir/session.py plans these; the loop then
+output value slots, snapshot copies and the slots that die after it (graph_ir/runtime/session.py plans these; the loop then
 does no name lookups)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import EXECUTORS
 from graph_ir.executors.common import Executor
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 # What a run does at each node (Step.kind).
 FED, VARIABLE, CONST, OUTPUT, FUNCTIONAL, EXECUTOR = range(6)

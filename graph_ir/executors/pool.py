@@ -15,7 +15,7 @@ from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, wide
 from graph_ir.executors.reduce import accumulator
 from graph_ir.executors.windows import UFUNC_BUFFERS, AxisTap, axis_taps, window_counts
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.conv import pool_geometry
 
 

@@ -27,10 +27,10 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import philox
 from graph_ir.executors.common import Executor
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.random import PHILOX, check_alg
 
 _TWO_PI = 2 * math.pi  # C's 2 * M_PI: a double

@@ -18,7 +18,7 @@ import numpy as np
 from graph_ir import _binding
 from graph_ir.executors import threads
 from graph_ir.executors.common import at_dtype, wide
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def trunc_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:

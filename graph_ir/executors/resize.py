@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 _F = np.float32
 

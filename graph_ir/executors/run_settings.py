@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from graph_ir.executors import denormals
 from graph_ir.executors import threads as executor_threads
 from graph_ir.executors.blas import blas_threads
-from graph_ir.verify import is_int
+from graph_ir.ir.verify import is_int
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 _KEPT: list[bool] = []  # whether the thresholds were raised in this process (once)

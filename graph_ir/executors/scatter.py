@@ -11,7 +11,7 @@ import numpy as np
 
 from graph_ir.executors.segment import fold_in_order
 from graph_ir.executors.slicing import index_rows
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 _COMBINE = {"TensorScatterMax": lambda u, out: np.where(out < u, u, out),
             "TensorScatterMin": lambda u, out: np.where(u < out, u, out)}

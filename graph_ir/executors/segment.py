@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors.array import check_segment_ids
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.segment import sorted_segment_count
 
 

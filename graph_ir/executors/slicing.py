@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors.common import at_dtype
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 from graph_ir.opset.array import strided_slice_index
 from graph_ir.opset.slicing import mirror_offset, reverse_axes, slice_sizes
 from graph_ir.opset.splitting import concat_offsets, split_sizes

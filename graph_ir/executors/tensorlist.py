@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import list_store
 from graph_ir.executors.common import Executor
 from graph_ir.executors.list_store import Store, Version
-from graph_ir.nodes import Node
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Node
 
 
 @dataclass(frozen=True)

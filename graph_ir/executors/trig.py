@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.executors.common import Executor, at_dtype
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def _in_float64(a: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ a GE scalar input (lr, logbase, sign_decay, beta, step) is given shape [1], as i
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.report import missing_ops, op_table
 from graph_ir.lowering.table import LOWERINGS

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 
 _NAMES: dict[Any, str] = {}  # variable key -> GE name
 _TAKEN: set[str] = set()

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
 from graph_ir.executors.folding import fold_values, known_value, replace_by_consts
-from graph_ir.graph import Graph
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, Node
 from graph_ir.lowering.capture import parse_tensor
-from graph_ir.nodes import Handle, Node
 
 # The lowering of TF's functional ops (If/Case/While: graph_ir/lowering/control.py), fn(ctx, node_def, inputs).
 FunctionalLowering = Callable[["LoweringContext", Any, list[Handle]], Any]

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from graph_ir.errors import LoweringError
-from graph_ir.graph import Graph
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, TensorDesc
 from graph_ir.lowering.capture import parse_tensor
 from graph_ir.lowering.functions import Param, function_of, lower_function
 from graph_ir.lowering.ops.tensorlist import ListInfo, info, merge
 from graph_ir.lowering.table import IDENTITIES
-from graph_ir.nodes import Handle, TensorDesc
 
 IF_OPS = ("If", "StatelessIf")
 CASE_OPS = ("Case", "StatelessCase")

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph_ir.dynamic import PROBES, merge
-from graph_ir.errors import LoweringError
-from graph_ir.graph import Graph
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.saved_model import (

@@ -13,14 +13,14 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, types_pb2
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
-from graph_ir.errors import LoweringError
-from graph_ir.graph import Graph
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, TensorDesc
 from graph_ir.lowering.capture import parse_tensor
 from graph_ir.lowering.inline import inline_calls, is_stateful
 from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.ops.tensorlist import UNKNOWN, ListInfo
 from graph_ir.lowering.table import IDENTITIES
-from graph_ir.nodes import Handle, TensorDesc
 
 
 @dataclass

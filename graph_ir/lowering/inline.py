@@ -17,7 +17,7 @@ from typing import Any
 from tensorflow.core.framework import graph_pb2
 from tensorflow.python.framework import op_def_registry
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.capture import parse_tensor
 
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")

@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 
 _MADE_BY = "_make_function.<locals>."
 _HOW = ("pass the batch's specs: graph_ir.from_tensorflow(model.train_function, (tf.TensorSpec(x_shape, x_dtype), "

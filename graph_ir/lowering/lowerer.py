@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.dtypes import TENSOR_DTYPES, from_tf
-from graph_ir.errors import GraphError, LoweringError
-from graph_ir.graph import Graph
+from graph_ir.ir.dtypes import TENSOR_DTYPES, from_tf
+from graph_ir.ir.errors import GraphError, LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
 from graph_ir.lowering import ops
 from graph_ir.lowering.capture import attr_value, parse_tensor
 from graph_ir.lowering.context import FunctionalLowering, LoweringContext
@@ -22,7 +23,6 @@ from graph_ir.lowering.inline import is_stateful
 from graph_ir.lowering.lr_tensor import fused_ema_adam_with_lr_tensor
 from graph_ir.lowering.multi import flat_inputs, input_names, lower_multi, state_inputs
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, INPUTS, LOWERINGS, MULTI_LOWERINGS, OpLowering
-from graph_ir.nodes import Handle, Node, TensorDesc
 
 
 class Lowerer(LoweringContext):

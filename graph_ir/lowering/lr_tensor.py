@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 import op_spec
-from graph_ir.errors import LoweringError
-from graph_ir.graph import Graph
-from graph_ir.nodes import Handle, Node
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Handle, Node
 
 _DEFAULTS = {a.name: a.default for a in op_spec.FUSED_EMA_ADAM.attrs}
 

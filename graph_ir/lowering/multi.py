@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.nodes import Node
 from graph_ir.lowering.capture import attr_value, parse_tensor
 from graph_ir.lowering.table import MULTI_LOWERINGS, multi_input_names
-from graph_ir.nodes import Node
 
 
 def input_names(node) -> list[str]:

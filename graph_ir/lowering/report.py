@@ -12,7 +12,7 @@ from typing import Any
 
 from tensorflow.core.framework import types_pb2
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering import ops
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.inline import CALL_OPS

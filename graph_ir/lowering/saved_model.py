@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 
 _DIMS = re.compile(r"^-?\d+(,-?\d+)*$|^$")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import op_spec
-from graph_ir import registry
+from graph_ir.ir import registry
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from graph_ir.dtypes import TENSOR_DTYPES
-from graph_ir.errors import GraphError, LoweringError
+from graph_ir.ir.dtypes import TENSOR_DTYPES
+from graph_ir.ir.errors import GraphError, LoweringError
 from graph_ir.lowering.capture import function_variables, ge_name, graph_variables, parse_tensor, variable_key
 from graph_ir.lowering.inline import inline_calls, is_stateful
 from graph_ir.lowering.keras_functions import is_keras_step_function, keras_step, not_a_function_hint

@@ -6,9 +6,9 @@ does not hold. Executors: graph_ir/executors/activation.py; TF mappings: graph_i
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import FLOATS, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import FLOATS, IrAttr, IrInput, IrOp, IrOutput, register
 
 FLOATING = ("float16", "float32", "float64")  # CANN's FloatingDataType (no bfloat16)
 # CANN's RealNumberType, as far as graph_ir holds it (uint32/uint64 have no executor arithmetic worth declaring).

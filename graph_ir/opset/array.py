@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.dtypes import from_ge
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.dtypes import from_ge
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import ALL_DTYPES, COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import broadcast_shape, check_shape, const_dims, const_scalar, const_value
 from graph_ir.opset.ranges import range_length
-from graph_ir.registry import ALL_DTYPES, COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import broadcast_shape, check_shape, const_dims, const_scalar, const_value
 
 BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
 WITH_BOOL = ALL_DTYPES

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import known_or_none
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import known_or_none
 
 _FLOATING = ("float16", "float32", "float64")  # CheckNumerics's REG_OP: DT_FLOAT16, DT_FLOAT, DT_DOUBLE
 

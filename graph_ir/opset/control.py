@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle, TensorDesc, merge_lists
-from graph_ir.registry import ALL_DTYPES, WITH_VARIANT, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Handle, TensorDesc, merge_lists
+from graph_ir.ir.registry import ALL_DTYPES, WITH_VARIANT, IrAttr, IrInput, IrOp, IrOutput, register
 
 IF_OPS = ("If", "StatelessIf")
 CASE_OPS = ("Case", "StatelessCase")
@@ -131,7 +131,7 @@ def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graph
         if [(d.dtype, d.shape) for d in body] != [(d.dtype, d.shape) for d in params]:
             raise GraphError(f"{body_where}: must return the loop state {_describe(params)} (the While's inputs' "
                              f"dtypes and shapes), its NetOutput has {_describe(body)}")
-        # A list's desc after the loop: what it holds at every iteration (graph_ir/nodes.py ListMeta)
+        # A list's desc after the loop: what it holds at every iteration (graph_ir/ir/nodes.py ListMeta)
         return [TensorDesc(f"output{j}", d.dtype, d.shape, merge_lists(d.list_meta, after.list_meta))
                 for j, (d, after) in enumerate(zip(params, body))]
     first_where, first = results[0]

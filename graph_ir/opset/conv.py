@@ -4,10 +4,10 @@ Executors: graph_ir/executors/conv.py; TF mappings: graph_ir/lowering/ops/conv.p
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims
 
 CONV = ("float16", "float32", "bfloat16")
 GRAD = ("float16", "float32", "float64")

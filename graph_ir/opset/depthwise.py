@@ -9,12 +9,12 @@ Executors: graph_ir/executors/depthwise.py; TF mappings: graph_ir/lowering/ops/d
 
 from __future__ import annotations
 
-from graph_ir.dtypes import BY_NAME
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.dtypes import BY_NAME
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims
 from graph_ir.opset.conv import _nhwc, conv_geometry
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims
 
 FLOATS = ("float16", "float32", "bfloat16")
 SIZES = ("int32", "int64")

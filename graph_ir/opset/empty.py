@@ -4,11 +4,11 @@ attribute's dtype. Executor: zeros (graph_ir/executors/__init__.py); TF mapping:
 
 from __future__ import annotations
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims
 
 # The REG_OP's output list, as far as graph_ir holds it (no bfloat16).
 EMPTY_DTYPES = ("float32", "float16", "int8", "int16", "uint16", "uint8", "int32", "int64", "bool", "float64")

@@ -1,16 +1,16 @@
 """The FFT family's GE prototypes, as CANN's REG_OPs declare them (third_party/cann/ge_reg_ops.txt; metadef's
 math_ops.h and spectral_ops.h): complex numbers from and to their parts (Complex, Real, Imag, ComplexAbs) and the
 discrete Fourier transforms over the innermost axes (FFT, IFFT, FFT2D, IFFT2D; RFFT and IRFFT for real signals).
-graph_ir holds complex64 only (graph_ir/dtypes.py COMPLEX64): CANN's complex128 lists are left out, as its RFFT and
+graph_ir holds complex64 only (graph_ir/ir/dtypes.py COMPLEX64): CANN's complex128 lists are left out, as its RFFT and
 IRFFT declare complex64 alone. Executors: graph_ir/executors/fft.py; TF mappings: graph_ir/lowering/ops/fft.py."""
 
 from __future__ import annotations
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import broadcast_shape, const_scalar
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import broadcast_shape, const_scalar
 
 COMPLEX = ("complex64",)
 PARTS = ("float32",)  # the real dtype of complex64: Complex's inputs, Real's, Imag's and ComplexAbs's output

@@ -5,10 +5,10 @@ optional input). Executors: graph_ir/executors/image.py; TF mappings: graph_ir/l
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import const_value
 
 IMAGES = ("uint8", "int32", "int64", "float16", "float32", "float64")
 INTERPOLATIONS = ("NEAREST", "BILINEAR")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
 
 _FLOATS = ("float32", "float64")  # the REG_OPs' real types (Cholesky also declares float16, which TF's kernel lacks)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_value
 from graph_ir.opset.math import NUMBERS, reduced_axes
-from graph_ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_value
 
 BOOL = ("bool",)
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")  # CANN's IntegerDataType

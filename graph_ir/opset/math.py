@@ -4,10 +4,10 @@ reductions. Executors: graph_ir/executors/math.py; TF mappings: graph_ir/lowerin
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import ALL_DTYPES, COMPLEX, FLOATS, REALS, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import ALL_DTYPES, COMPLEX, FLOATS, REALS, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import const_value
 
 NUMBERS = REALS  # CANN's NumberType, less the complex and quantized types graph_ir does not hold
 UNARY_FLOATS = FLOATS  # CANN's UnaryDataType (f16 bf16 f32 f64, less complex)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import ALL_DTYPES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_scalar, const_value
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import ALL_DTYPES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_scalar, const_value
 
 BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it
 BAND_PART = ("int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64", "bool")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import INDICES, REALS, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import broadcast_shape
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import INDICES, REALS, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import broadcast_shape
 
 MATMUL = ("float32", "float16", "int32", "bfloat16")
 SOFTMAX = ("float64", "float16", "bfloat16", "float32")

@@ -4,9 +4,9 @@ graph_ir/executors/norm.py; TF mappings: graph_ir/lowering/ops/norm.py."""
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
 
 _X = ("float16", "float32")
 _F = ("float32",)

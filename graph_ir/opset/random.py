@@ -11,11 +11,11 @@ Executors: graph_ir/executors/random.py; TF mappings: graph_ir/lowering/ops/rand
 
 from __future__ import annotations
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
-from graph_ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims
 
 PHILOX, AUTO_SELECT = 1, 3  # TF's rng_alg.h ids (THREEFRY = 2 has no CPU kernel in the V2 ops)
 FLOATS = ("float16", "bfloat16", "float32", "float64")

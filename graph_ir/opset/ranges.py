@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from graph_ir.errors import GraphError
+from graph_ir.ir.errors import GraphError
 
 # graph_ir's bound on a Range's length: the output is materialized by the session, so a longer one is refused with
 # the node named instead of exhausting memory (TF's own bound is int64's maximum).

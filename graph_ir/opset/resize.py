@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims
 from graph_ir.opset.array import BASIC
 from graph_ir.opset.slicing import const_pairs
-from graph_ir.registry import IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims
 
 # CANN's list for the resize inputs, as far as graph_ir holds its dtypes.
 IMAGES = ("int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64")

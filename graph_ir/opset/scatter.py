@@ -5,8 +5,8 @@ graph_ir/lowering/ops/scatter.py."""
 
 from __future__ import annotations
 
+from graph_ir.ir.registry import ALL_DTYPES, INDICES, IrInput, IrOp, IrOutput, register
 from graph_ir.opset.slicing import tensor_scatter
-from graph_ir.registry import ALL_DTYPES, INDICES, IrInput, IrOp, IrOutput, register
 
 _ADD_SUB = ("float16", "float32", "int32", "int8", "uint8")  # the REG_OPs' list
 _BASIC = tuple(d for d in ALL_DTYPES if d != "bool")  # CANN's BasicType, as far as graph_ir holds it

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import INDICES, REALS, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import const_value
 from graph_ir.opset.array import unsorted_segments
-from graph_ir.registry import INDICES, REALS, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value
 
 
 def sorted_segment_count(op_type: str, node: str, ids: np.ndarray, rows: int) -> int:

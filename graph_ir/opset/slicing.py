@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import check_shape, const_dims, const_value
 from graph_ir.opset.array import BASIC, WITH_BOOL, strided_slice_index
-from graph_ir.registry import COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import check_shape, const_dims, const_value
 
 # CANN's explicit lists, as far as graph_ir holds their dtypes (no bfloat16, uint32 or uint64 there).
 MIRROR = ("int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64", "bool")

@@ -7,12 +7,12 @@ graph_ir/lowering/ops/slicing.py."""
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import TensorDesc
+from graph_ir.ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import const_value
 from graph_ir.opset.array import BASIC
 from graph_ir.opset.slicing import axis_in, const_scalar
-from graph_ir.registry import ALL_DTYPES, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value
 
 MAX_PARTS = 1 << 16  # the most outputs a Split, SplitV or Unpack may have: an empty dim splits into any count
 

@@ -1,7 +1,7 @@
 """The TensorList family's GE prototypes, as CANN's REG_OPs declare them (metadef's list_ops.h; third_party/cann/
 ge_reg_ops.txt copies them verbatim): EmptyTensorList, TensorListReserve, TensorListFromTensor, TensorListGetItem,
 TensorListSetItem, TensorListPushBack, TensorListPopBack, TensorListStack, TensorListLength. A list handle is a
-scalar of dtype variant (graph_ir/dtypes.py). What TF's tf.TensorArray, Keras's RNN loop and tf.while_loop's gradient
+scalar of dtype variant (graph_ir/ir/dtypes.py). What TF's tf.TensorArray, Keras's RNN loop and tf.while_loop's gradient
 accumulators build on.
 
 graph_ir's shapes are static, so an op that reads an element out (GetItem, PopBack, Stack) must know its element
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.dtypes import VARIANT, as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import ListMeta, TensorDesc, merged
-from graph_ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.verify import const_value, known_or_none
+from graph_ir.ir.dtypes import VARIANT, as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import ListMeta, TensorDesc, merged
+from graph_ir.ir.registry import INDICES, IrAttr, IrInput, IrOp, IrOutput, register
+from graph_ir.ir.verify import const_value, known_or_none
 
 # CANN's element lists, as far as graph_ir holds their dtypes (no qint, string or complex; no bfloat16 in CANN's).
 ELEMENTS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")

@@ -6,8 +6,8 @@ Executors: graph_ir/executors/trig.py; TF mappings: graph_ir/lowering/ops/trig.p
 
 from __future__ import annotations
 
+from graph_ir.ir.registry import FLOATS, IrInput, IrOp, IrOutput, register
 from graph_ir.opset.math import FLOATING  # CANN's FloatingDataType, and the float part of the older explicit lists
-from graph_ir.registry import FLOATS, IrInput, IrOp, IrOutput, register
 
 # type -> dtypes. Acos, Asin and Tan declare {f16, f32, f64, i32, i64, complex} (no bfloat16); the others
 # UnaryDataType (f16, bf16, f32, f64, complex).

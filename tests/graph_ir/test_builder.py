@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import graph_ir
-from graph_ir import ops, registry
-from graph_ir.errors import GraphError
+from graph_ir import ops
+from graph_ir.ir import registry
+from graph_ir.ir.errors import GraphError
 
 PS_INPUTS = ("var", "m", "lr", "logbase", "sign_decay", "beta", "grad")
 
@@ -78,11 +79,11 @@ def test_numbers_become_consts_of_the_op_dtype_with_scalar_shape_one():
 BAD = {
     "missing input": (lambda h: ops.InplaceApplyPowerSign(*h[:6]), "missing a required argument: 'grad'"),
     "too many inputs": (lambda h: ops.InplaceApplyPowerSign(*h, h[0]), "too many positional arguments"),
-    "verifier: missing input": (lambda h: graph_ir.graph.default_graph().add_node("InplaceApplyPowerSign", h[:6]),
+    "verifier: missing input": (lambda h: graph_ir.ir.graph.default_graph().add_node("InplaceApplyPowerSign", h[:6]),
                                 "required input 'grad' is missing"),
-    "verifier: too many inputs": (lambda h: graph_ir.graph.default_graph().add_node("InplaceApplyPowerSign", h + h[:1]),
+    "verifier: too many inputs": (lambda h: graph_ir.ir.graph.default_graph().add_node("InplaceApplyPowerSign", h + h[:1]),
                                   "takes 7 inputs"),
-    "verifier: unknown op": (lambda h: graph_ir.graph.default_graph().add_node("ApplyAdam", h), "no GE op 'ApplyAdam'"),
+    "verifier: unknown op": (lambda h: graph_ir.ir.graph.default_graph().add_node("ApplyAdam", h), "no GE op 'ApplyAdam'"),
     "unknown attr": (lambda h: ops.InplaceApplyPowerSign(*h, beta1=0.9), "unexpected keyword|unknown attribute"),
     "attr type": (lambda h: ops.InplaceApplyPowerSign(*h, use_locking=1), "'use_locking' must be a bool"),
 }
@@ -118,7 +119,7 @@ def test_shape_constraints():
         with pytest.raises(GraphError, match=r"'grad' has shape \[9\] but 'var' has \[8\]"):
             ops.InplaceApplyPowerSign(*h[:6], grad)
         for bad_shape in ((2,), (1, 1)):
-            lr = graph_ir.Data(graph_ir.graph.default_graph().nodes.__len__() + 10, "float32", bad_shape)
+            lr = graph_ir.Data(graph_ir.ir.graph.default_graph().nodes.__len__() + 10, "float32", bad_shape)
             with pytest.raises(GraphError, match=r"'lr' must be a scalar of shape \[\] or \[1\]"):
                 ops.InplaceApplyPowerSign(h[0], h[1], lr, *h[3:])
 

@@ -16,8 +16,8 @@ import tensorflow as tf
 
 from graph_ir.compare import compare_dumps, read_dump, read_dump_folder, write_dump, write_dumps
 from graph_ir.compare.dump import MAX_HEADER_BYTES, MAX_TENSORS
-from graph_ir.errors import GraphError
 from graph_ir.executors import EXECUTORS
+from graph_ir.ir.errors import GraphError
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.proto import DumpData
 from tests.graph_ir.test_compare_steps import _biased, _cnn_case

@@ -111,8 +111,8 @@ def _fake_node(attrs: dict, shape, dtype: str = "float32"):
     """What an executor reads of a node: its attrs and its output's dtype and shape."""
     from types import SimpleNamespace
 
-    from graph_ir.dtypes import BY_NAME
-    from graph_ir.nodes import TensorDesc
+    from graph_ir.ir.dtypes import BY_NAME
+    from graph_ir.ir.nodes import TensorDesc
     return SimpleNamespace(attrs=attrs, output_descs=[TensorDesc("y", BY_NAME[dtype], tuple(shape))])
 
 

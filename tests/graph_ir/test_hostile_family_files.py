@@ -33,7 +33,7 @@ def _set_const(model, name: str, value: np.ndarray) -> None:
     tensor = op.attr["value"].t
     del tensor.desc.shape.dim[:]
     tensor.desc.shape.dim.extend(value.shape)
-    tensor.desc.dtype = graph_ir.dtypes.as_dtype(value.dtype).proto
+    tensor.desc.dtype = graph_ir.ir.dtypes.as_dtype(value.dtype).proto
     tensor.data = value.astype(value.dtype.newbyteorder("<")).tobytes()
     del op.output_desc[0].shape.dim[:]
     op.output_desc[0].shape.dim.extend(value.shape)

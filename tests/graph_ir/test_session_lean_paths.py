@@ -16,12 +16,12 @@ import pytest
 
 import graph_ir
 from graph_ir import _binding, kernels, ops
-from graph_ir.dtypes import as_dtype
 from graph_ir.executors import EXECUTORS, denormals
 from graph_ir.executors import threads as executor_threads
 from graph_ir.executors.activation import _relu6, _relu6_grad
 from graph_ir.executors.math import _relu
-from graph_ir.nodes import TensorDesc
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.nodes import TensorDesc
 from tests.helpers import ROOT
 from tests.helpers.control_graphs import functional, subgraph
 

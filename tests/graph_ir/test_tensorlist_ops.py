@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 import graph_ir
-from graph_ir.dtypes import as_dtype
 from graph_ir.executors import list_store, tensorlist
+from graph_ir.ir.dtypes import as_dtype
 
 F32 = tf.float32
 # The TF list ops _sequence_ops runs, each once (tests/graph_ir/test_family_ops.py reads it).

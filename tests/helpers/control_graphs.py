@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from graph_ir import Const, Data, Graph, Session, ops
-from graph_ir.nodes import Handle, Node
+from graph_ir.ir.nodes import Handle, Node
 
 Spec = tuple[str, tuple[int, ...]]  # (dtype, shape) of a parameter
 
@@ -93,7 +93,7 @@ def nested_loop() -> Graph:
 
 def add_graph_of(handle: Handle) -> Graph:
     """The graph a handle's node belongs to (the innermost `with graph:` while building)."""
-    from graph_ir.graph import default_graph
+    from graph_ir.ir.graph import default_graph
 
     graph = default_graph()
     assert graph.nodes.get(handle.node.name) is handle.node

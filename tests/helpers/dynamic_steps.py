@@ -35,7 +35,7 @@ def expected_dims(specs: Sequence[tf.TensorSpec]) -> list[tuple[int, ...]]:
 
 
 def saved_and_loaded(graph: graph_ir.Graph, folder: str, ext: str = "air") -> graph_ir.Graph:
-    """The graph saved as .air (or .pbtxt) and read back with graph_ir.load."""
+    """The graph saved as .air (or .pbtxt) and read back with graph_ir.files.load."""
     path = os.path.join(folder, f"{graph.name}.{ext}")
     graph.save(path)
     return graph_ir.load(path)

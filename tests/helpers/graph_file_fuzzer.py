@@ -16,7 +16,8 @@ import traceback
 import numpy as np
 
 import graph_ir
-from graph_ir import proto, registry
+from graph_ir import proto
+from graph_ir.ir import registry
 from tests.helpers.graphs import feeds_for, fused_ema_adam_graph, power_sign_graph
 
 HOSTILE_EDGES = ["", ":", "a", "x:0", "grad:1", "grad:-1", "grad:-2", "grad:99999999999", "grad:\u0663", "grad:0:0",

@@ -6,7 +6,7 @@ import numpy as np
 
 import graph_ir
 from graph_ir import ops
-from graph_ir.dtypes import as_dtype
+from graph_ir.ir.dtypes import as_dtype
 
 
 def power_sign_graph(dtype: str = "float32", n: int = 8) -> graph_ir.Graph:

@@ -23,7 +23,7 @@ BIG = 2**24  # TensorListReserve's count, and the elements of a 16 MiB int8 Fill
 FLOATS = 2**22  # the elements of a 16 MiB float32 Fill
 
 
-def _forever(name: str, state: list[graph_ir.nodes.Handle], specs, body: Callable) -> graph_ir.nodes.Node:
+def _forever(name: str, state: list[graph_ir.ir.nodes.Handle], specs, body: Callable) -> graph_ir.ir.nodes.Node:
     """While(state[0]) with a NaN flag first in the state (NaN is true, so the cond always holds)."""
     graph = add_graph_of(state[0])
     params = [("float32", ()), *specs]
@@ -32,7 +32,7 @@ def _forever(name: str, state: list[graph_ir.nodes.Handle], specs, body: Callabl
                        subgraph(f"{name}_body", params, lambda flag, *rest: [flag, *body(*rest)])], name=name)
 
 
-def _int(value: int) -> graph_ir.nodes.Handle:
+def _int(value: int) -> graph_ir.ir.nodes.Handle:
     return Const(np.int32(value))
 
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from graph_ir.dtypes import BY_NAME
+from graph_ir.ir.dtypes import BY_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The declarations the project checks against, kept in the repository with their source (the file's header).

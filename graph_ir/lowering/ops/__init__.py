@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.inline import CALL_OPS
 from graph_ir.lowering.ops import (
     activation,

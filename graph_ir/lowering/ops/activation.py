@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from graph_ir.ir.nodes import Handle, Node
 from graph_ir.lowering.ops.common import maps_to, same
-from graph_ir.nodes import Handle, Node
 
 
 def _output(result: Node | list[Handle]) -> Handle:

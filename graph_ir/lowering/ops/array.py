@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops import dynamic_slice
 from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes, tf_attr
 

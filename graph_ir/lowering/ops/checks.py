@@ -4,7 +4,7 @@ shapes are static, so its run-time check is decided then) and an Identity where 
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.common import maps_to, same
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from graph_ir.dtypes import from_tf
+from graph_ir.ir.dtypes import from_tf
+from graph_ir.ir.nodes import Handle, Node
 from graph_ir.lowering.capture import attr_value
-from graph_ir.nodes import Handle, Node
 
 
 def tf_attr(node, name: str, default=None):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.common import maps_to, tf_attr
 
 

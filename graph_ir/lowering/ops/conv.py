@@ -7,7 +7,7 @@ fuses them and rounds once."""
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.activation import _output, bfloat16_in_float32, in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
 from graph_ir.opset.conv import same_padding

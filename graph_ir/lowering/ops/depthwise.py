@@ -12,7 +12,7 @@ meeting it gives NaN (0 * inf), where SAME's and VALID's and GE's pads contribut
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.common import maps_to, tf_attr
 from graph_ir.lowering.ops.conv import _conv_attrs, _static
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.nodes import Handle
 from graph_ir.lowering.ops.common import first, maps_to, same_bool_as_bytes, tf_attr
-from graph_ir.nodes import Handle
 
 Form = dict  # {leaf key or 1: coefficient}: one component of an integer vector as a linear form
 _CONSTANT = 1

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from graph_ir.graph import Graph
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Node
 from graph_ir.lowering.ops.common import first, maps_to, same
-from graph_ir.nodes import Node
 
 LOWERINGS = {
     "Complex": same("Complex", Tout="Tout"),

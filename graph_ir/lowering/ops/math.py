@@ -9,7 +9,7 @@ bfloat16 (GE's AddV2 declares none, GE's Add does) lowers onto Add: the same sum
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.activation import _output, in_float32
 from graph_ir.lowering.ops.common import count, maps_to, same, same_bool_as_bytes
 

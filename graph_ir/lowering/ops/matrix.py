@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.nodes import Handle, Node
 from graph_ir.lowering.ops.activation import in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
-from graph_ir.nodes import Handle, Node
 
 
 def _first(result) -> Handle:

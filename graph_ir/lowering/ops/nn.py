@@ -11,7 +11,7 @@ import string
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.activation import bfloat16_in_float32
 from graph_ir.lowering.ops.common import first, maps_to, same, tf_attr
 from graph_ir.lowering.ops.conv import bias_add_to_fuse

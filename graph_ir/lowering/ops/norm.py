@@ -4,7 +4,7 @@ average: a training FusedBatchNormV3 with exponential_avg_factor other than 1 (K
 
 from __future__ import annotations
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.common import maps_to, tf_attr
 
 _ATTRS = ("epsilon", "data_format", "is_training")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.common import first, maps_to, same
 from graph_ir.opset.segment import sorted_segment_count
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph_ir.dtypes import DType
-from graph_ir.errors import LoweringError
 from graph_ir.executors.folding import popped_constant
+from graph_ir.ir.dtypes import DType
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.nodes import Handle
 from graph_ir.lowering.ops.common import maps_to, tf_attr
-from graph_ir.nodes import Handle
 
 Shape = tuple[int, ...] | None  # None: unknown rank; -1: an unknown dim
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.errors import LoweringError
+from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.nodes import Handle
 from graph_ir.lowering.ops.common import maps_to
 from graph_ir.lowering.ops.tensorlist import (
     ListInfo,
@@ -18,7 +19,6 @@ from graph_ir.lowering.ops.tensorlist import (
     info,
     merge,
 )
-from graph_ir.nodes import Handle
 
 
 def zeros_like(tensor_lowering):

@@ -1,17 +1,17 @@
 """A run's plan for graph_ir.Session: the order nodes run in, which Identity snapshots copy, when values die, and the
-peak memory of a run, checked against the session's bound (graph_ir/session.py states the rules)."""
+peak memory of a run, checked against the session's bound (graph_ir/runtime/session.py states the rules)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import WORKSPACE
 from graph_ir.executors import control as control_flow
 from graph_ir.executors.plan_steps import Step, resolve_steps
-from graph_ir.graph import Graph
-from graph_ir.nodes import Node
-from graph_ir.snapshots import snapshots_to_copy, value_storage
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Node
+from graph_ir.runtime.snapshots import snapshots_to_copy, value_storage
 
 BASE_RUN_BYTES = 256 * 2**20
 GRAPH_DATA_FACTOR = 4

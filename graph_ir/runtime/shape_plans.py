@@ -15,9 +15,9 @@ import numpy as np
 
 from graph_ir.dynamic import check_call_shapes, instantiate
 from graph_ir.dynamic.instance import FED, describe_call
-from graph_ir.errors import GraphError
-from graph_ir.graph import Graph
-from graph_ir.planner import Plan, plan
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import Graph
+from graph_ir.runtime.planner import Plan, plan
 
 DEFAULT_MAX_PLANS = 8
 

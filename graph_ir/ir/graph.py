@@ -1,5 +1,5 @@
 """`Graph`: the nodes of one GE graph, added through the verifier, with unique names, a topological order and the
-NetOutput. Inside ``with graph:`` the builders (graph_ir/builders.py, graph_ir.ops) add nodes to it (a thread-local
+NetOutput. Inside ``with graph:`` the builders (graph_ir/ir/builders.py, graph_ir.ops) add nodes to it (a thread-local
 stack, as torchair's GeGraph).
 
 Names are unique within a graph: a taken name gets a ``_1``, ``_2``... suffix (one dict look-up per name, so
@@ -19,12 +19,14 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from graph_ir import nesting, onnx_dump, opset, pruning, registry, serialize  # noqa: F401 (opset registers the families)
-from graph_ir.errors import GraphError
-from graph_ir.frozen import frozen_message
-from graph_ir.nodes import Handle, Node, TensorDesc
-from graph_ir.output_rules import infer_outputs
-from graph_ir.verify import check_list_count, verify_attrs, verify_inputs
+from graph_ir import opset  # noqa: F401 (opset registers the families)
+from graph_ir.files import onnx_dump, serialize
+from graph_ir.ir import nesting, pruning, registry
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.frozen import frozen_message
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
+from graph_ir.ir.output_rules import infer_outputs
+from graph_ir.ir.verify import check_list_count, verify_attrs, verify_inputs
 
 NET_OUTPUT = "NetOutput"  # the reserved name (and type) of the output node
 
@@ -242,7 +244,7 @@ class Graph:
             nesting.detach(self, node)
 
     def remove_unread(self, types: tuple[str, ...], variables: set[str] = frozenset()) -> None:
-        """Removes unread nodes of `types` and the unread Variables named in `variables` (graph_ir/pruning.py)."""
+        """Removes unread nodes of `types` and the unread Variables named in `variables` (graph_ir/ir/pruning.py)."""
         pruning.remove_unread(self, types, variables)
 
     # -- serialization --------------------------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class Graph:
 
     def save(self, path: str) -> None:
         """Writes the ModelDef: binary for .air, protobuf text format for .pbtxt; or, for .onnx (.onnx.pbtxt), GE's
-        ONNX-format graph dump, which Netron opens (graph_ir/onnx_dump.py; needs the onnx package)."""
+        ONNX-format graph dump, which Netron opens (graph_ir/files/onnx_dump.py; needs the onnx package)."""
         if path.endswith((".onnx", ".onnx.pbtxt")):
             onnx_dump.write(self.to_model_def(), path)
         else:

@@ -1,5 +1,5 @@
 """Graph -> ge.proto.ModelDef, through the protobuf library (graph_ir/proto), and .air / .pbtxt files (reading them
-back is graph_ir/load.py).
+back is graph_ir/files/load.py).
 
 Following CANN's conventions (metadef's proto/ge_ir.proto, GE's graph/serialization/, torchair's GE builder):
 - OpDef.input holds "node:index" data edges in IR order, then "node:-1" control edges;
@@ -23,10 +23,10 @@ import numpy as np
 from google.protobuf import text_format
 
 from graph_ir import proto
-from graph_ir.dtypes import as_dtype
-from graph_ir.nodes import Node, TensorDesc
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.nodes import Node, TensorDesc
+from graph_ir.ir.registry import IrAttr
 from graph_ir.opset.control import PARENT_INDEX_ATTR, data_offset, maps_outputs
-from graph_ir.registry import IrAttr
 
 META_KEYS = ("_input_name_key", "_input_name_value", "_output_name_key", "_output_name_value")
 # A node's TF origins (Node.origins), as GE names the attribute (ge::ATTR_NAME_DATA_DUMP_ORIGIN_OP_NAMES, metadef's

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_ir.nodes import Node
+from graph_ir.ir.nodes import Node
 
 
 def remove_unread(graph: Any, types: tuple[str, ...], variables: set[str] = frozenset()) -> None:

@@ -1,6 +1,6 @@
-"""The verifier: every node checked against its IR prototype (graph_ir/registry.py): attributes, inputs, the
+"""The verifier: every node checked against its IR prototype (graph_ir/ir/registry.py): attributes, inputs, the
 sources of in-place inputs, static shapes, and the Const inputs that decide a shape; the output descs are inferred
-by the op's declared rule (graph_ir/output_rules.py)."""
+by the op's declared rule (graph_ir/ir/output_rules.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.dtypes import as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle
-from graph_ir.registry import WRITABLE_SOURCES, IrAttr, IrOp
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Handle
+from graph_ir.ir.registry import WRITABLE_SOURCES, IrAttr, IrOp
 
 
 def is_int(v) -> bool:

@@ -1,5 +1,5 @@
 """A GE graph as GE's own graph dump writes it: GE's ops in an ONNX ModelProto (ge_onnx_*.pbtxt when GE runs with
-DUMP_GE_GRAPH), which Netron opens. Built from the ge.proto ModelDef graph_ir serializes (graph_ir/serialize.py), as
+DUMP_GE_GRAPH), which Netron opens. Built from the ge.proto ModelDef graph_ir serializes (graph_ir/files/serialize.py), as
 GE builds it from its own (metadef's graph/utils/ge_ir_utils.cc, OnnxUtils::ConvertGeModelToModelProto):
 - each op is a NodeProto named as the op, op_type "ge:" + its GE type (GE's prefix, so that Netron does not read a
   GE op as the ONNX op of that name), inputs "producer:index" and control inputs "producer:-1", outputs
@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from graph_ir import proto
-from graph_ir.dtypes import from_ge
-from graph_ir.serialize import write_message
+from graph_ir.files.serialize import write_message
+from graph_ir.ir.dtypes import from_ge
 
 # GE's kGeDataTypeToOnnxMap (ge_ir_utils.cc): ge.proto dtype -> ONNX TensorProto elem_type.
 _ONNX_TYPES = {"DT_INT64": 7, "DT_UINT64": 13, "DT_FLOAT": 1, "DT_INT32": 6, "DT_UINT32": 12, "DT_INT8": 3,

@@ -19,17 +19,18 @@ import re
 import numpy as np
 from google.protobuf import message, text_format
 
-from graph_ir import proto, registry
-from graph_ir.dtypes import from_ge, from_proto
+from graph_ir import proto
 from graph_ir.dynamic import add_template_node, check_template
 from graph_ir.dynamic.template import check_template_desc
-from graph_ir.errors import GraphError
-from graph_ir.graph import NET_OUTPUT, Graph
-from graph_ir.load_subgraphs import check_binding, graph_defs, subgraph_tree
-from graph_ir.nodes import Handle, TensorDesc
+from graph_ir.files.load_subgraphs import check_binding, graph_defs, subgraph_tree
+from graph_ir.files.serialize import META_KEYS, ORIGINS_KEY
+from graph_ir.ir import registry
+from graph_ir.ir.dtypes import from_ge, from_proto
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import NET_OUTPUT, Graph
+from graph_ir.ir.nodes import Handle, TensorDesc
+from graph_ir.ir.verify import check_shape
 from graph_ir.opset import control
-from graph_ir.serialize import META_KEYS, ORIGINS_KEY
-from graph_ir.verify import check_shape
 
 _EDGE = re.compile(r"([^:]+):(-1|0|[1-9][0-9]{0,8})", re.ASCII)
 MAX_TEXT_NESTING = 64  # a ModelDef nests 5 deep; deeper text is refused before the (recursive) text parser runs

@@ -1,4 +1,4 @@
-"""The bookkeeping of subgraphs for graph_ir/graph.py: a functional node (If, Case, While) holds its subgraphs,
+"""The bookkeeping of subgraphs for graph_ir/ir/graph.py: a functional node (If, Case, While) holds its subgraphs,
 complete Graphs of their own; names are unique in the whole model, a subgraph belongs to one node, no graph is
 nested in itself, and nesting stays within control.MAX_SUBGRAPH_DEPTH (graph_ir/opset/control.py has the ops'
 rules)."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle, Node, TensorDesc
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Handle, Node, TensorDesc
+from graph_ir.ir.registry import IrOp
 from graph_ir.opset import control
-from graph_ir.registry import IrOp
 
 
 def check_new_subgraphs(graph: Any, op: IrOp, node: str, graphs: list[Any], graph_type: type) -> None:

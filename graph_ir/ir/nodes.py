@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph_ir.dtypes import DType
-from graph_ir.registry import IrOp
+from graph_ir.ir.dtypes import DType
+from graph_ir.ir.registry import IrOp
 
 
 @dataclass(frozen=True)

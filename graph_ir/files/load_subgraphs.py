@@ -1,4 +1,4 @@
-"""The subgraph checks of graph_ir/load.py: a ModelDef's graph[1:] are the subgraphs, addressed by name from the
+"""The subgraph checks of graph_ir/files/load.py: a ModelDef's graph[1:] are the subgraphs, addressed by name from the
 functional nodes' OpDef.subgraph_name (metadef's graph/serialization/model_serialize.cc). Nothing in them is
 trusted: the references must form a tree below the root (every name held and used once, no graph reachable from
 itself, nesting within control.MAX_SUBGRAPH_DEPTH), walked without recursion, and the `_parent_node_index` bindings a
@@ -6,7 +6,7 @@ file states must be the ones GE's DataPass sets."""
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
+from graph_ir.ir.errors import GraphError
 from graph_ir.opset import control
 
 NET_OUTPUT = "NetOutput"

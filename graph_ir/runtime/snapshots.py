@@ -1,4 +1,4 @@
-"""Where the values of a Session's run live (graph_ir/session.py's planner), and which snapshots must copy.
+"""Where the values of a Session's run live (graph_ir/runtime/session.py's planner), and which snapshots must copy.
 
 A snapshot (Identity, IdentityN) of a writable buffer (a Variable, RefData or Data input) must hold the values the
 buffer had when the snapshot ran. It copies only when an in-place op writes that buffer while the snapshot, or a
@@ -7,12 +7,12 @@ step reads each weight through an Identity: copying them all would copy the mode
 
 from __future__ import annotations
 
-from graph_ir.errors import GraphError
 from graph_ir.executors import ALIASING, EXECUTORS, SNAPSHOTS
 from graph_ir.executors import control as control_flow
-from graph_ir.graph import Graph
-from graph_ir.nodes import Node
-from graph_ir.registry import WRITABLE_SOURCES
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Node
+from graph_ir.ir.registry import WRITABLE_SOURCES
 
 SOURCES = ("Data", "RefData", "Variable", "Const", "NetOutput")
 

@@ -12,7 +12,7 @@
 - run_graph returns copies of the NetOutput values, so later runs cannot change what it returned. Outputs that are
   the same tensor (or views of one buffer) are returned as one array (or views of one copy).
 - A graph with dims known only at run time (-1 in its Data descs, graph_ir/dynamic) is planned at each call's input
-  shapes, and the plans are kept by shapes (graph_ir/shape_plans.py); what follows holds for each such plan.
+  shapes, and the plans are kept by shapes (graph_ir/runtime/shape_plans.py); what follows holds for each such plan.
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
   new arrays, returned copies, and at each node its executor's working memory: graph_ir.executors.WORKSPACE) and
   refuses a graph above the session's bound (max_run_bytes, by default 256 MiB plus 4 times the graph's own data:
@@ -30,17 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.dtypes import as_dtype
 from graph_ir.dynamic import is_template
-from graph_ir.errors import GraphError
 from graph_ir.executors import control as control_flow
 from graph_ir.executors import run_settings
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE
-from graph_ir.frozen import unheld_message
-from graph_ir.graph import Graph
-from graph_ir.planner import Plan, plan
-from graph_ir.shape_plans import DEFAULT_MAX_PLANS, ShapePlans
-from graph_ir.verify import is_int
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.frozen import unheld_message
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.verify import is_int
+from graph_ir.runtime.planner import Plan, plan
+from graph_ir.runtime.shape_plans import DEFAULT_MAX_PLANS, ShapePlans
 
 
 class Session:
@@ -54,7 +54,7 @@ class Session:
     results do not depend on it); None, the default, is every CPU the process may run on. keep_memory: freed large
     buffers stay with the process for the next run (graph_ir/executors/run_settings.py; True by default).
     max_shape_plans: for a graph with dims known only at run time (-1, graph_ir/dynamic), the most plans kept, one per
-    combination of input shapes (graph_ir/shape_plans.py).
+    combination of input shapes (graph_ir/runtime/shape_plans.py).
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,

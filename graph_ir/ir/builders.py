@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.dtypes import DType, as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.graph import default_graph
-from graph_ir.nodes import Handle, TensorDesc
-from graph_ir.verify import check_shape, is_int
+from graph_ir.ir.dtypes import DType, as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import default_graph
+from graph_ir.ir.nodes import Handle, TensorDesc
+from graph_ir.ir.verify import check_shape, is_int
 
 
 def _shape(shape: Any) -> tuple[int, ...]:

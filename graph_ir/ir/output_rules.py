@@ -8,11 +8,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from graph_ir.dtypes import DType, as_dtype
-from graph_ir.errors import GraphError
-from graph_ir.nodes import Handle, TensorDesc
-from graph_ir.registry import IrOp
-from graph_ir.verify import broadcast_shape, check_shape, const_dims
+from graph_ir.ir.dtypes import DType, as_dtype
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.nodes import Handle, TensorDesc
+from graph_ir.ir.registry import IrOp
+from graph_ir.ir.verify import broadcast_shape, check_shape, const_dims
 
 
 def _from_value(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:

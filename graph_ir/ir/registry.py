@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import op_spec
-from graph_ir.dtypes import BY_NAME, COMPLEX64
-from graph_ir.errors import GraphError
+from graph_ir.ir.dtypes import BY_NAME, COMPLEX64
+from graph_ir.ir.errors import GraphError
 
-ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/dtypes.py)
+ALL_DTYPES = tuple(BY_NAME)  # every dtype graph_ir knows (graph_ir/ir/dtypes.py)
 WITH_VARIANT = (*ALL_DTYPES, "variant")  # what passes TensorList handles on: graph inputs and outputs, Identity
-COMPLEX = (COMPLEX64.name,)  # the one complex dtype: only on the ops declared with it (graph_ir/dtypes.py COMPLEX64)
+COMPLEX = (COMPLEX64.name,)  # the one complex dtype: only on the ops declared with it (graph_ir/ir/dtypes.py COMPLEX64)
 
-# How a node's output descs are known (graph_ir/output_rules.py has one rule per name):
+# How a node's output descs are known (graph_ir/ir/output_rules.py has one rule per name):
 #   "given"    the graph input's own desc (Data, RefData): passed by the builder or read from the file
 #   "value"    the `value` attribute's dtype and shape (Const, Variable)
 #   "refs"     each output is the input of the same name (in-place ops)
