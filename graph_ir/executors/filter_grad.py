@@ -67,8 +67,10 @@ def add_products(df: np.ndarray, block: np.ndarray, dy: np.ndarray) -> None:
         cols = block[..., channels].reshape(positions, -1)
         df[:, :, channels] += gemm.matmul(cols.T, dy_rows).reshape(*df.shape[:2], -1, cout)
 
+    # each part's product has taps * its channels rows: at least MIN_SPLIT_ROWS, so its bits are the whole one's
+    per_part = -(-threads.MIN_SPLIT_ROWS // (block.shape[3] * block.shape[4]))
     threads.run_parts(part, threads.slices(block.shape[5], threads.pieces_for(flops, threads.MIN_PRODUCT_FLOPS,
-                                                                                block.shape[5])))
+                                                                                block.shape[5] // per_part)))
 
 
 def explicit_pads(attrs: dict, x_shape, f_shape) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.executors import threads
+from graph_ir.executors import onednn, threads
 from graph_ir.executors.common import at_dtype, c_ordered, wide
 from graph_ir.executors.einsum import einsum_product
 from graph_ir.executors.reduce import accumulator, accurate_sum
@@ -69,9 +69,15 @@ def _bias_add_grad(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [at_dtype(node, 0, y)]
 
 
+def _eigen_softmax(dtype: np.dtype) -> bool:
+    name = str(dtype)
+    return name == "float64" or (name in ("float16", "bfloat16") and not onednn.onednn_runs(name))
+
+
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """e = exp(x - max), y = e * (1 / sum(e)). float64 follows TF's Eigen kernel (softmax_op_functor.h): a row
-    holding NaN or inf is all NaN. The other dtypes follow TF's x86 CPU build, which runs them through oneDNN's
+    holding NaN or inf is all NaN; so do float16 and bfloat16 on a CPU where TF's oneDNN does not take them
+    (graph_ir/executors/onednn.py). The others follow TF's x86 CPU build, which runs them through oneDNN's
     softmax: the max skips NaN, and exp of a NaN (x - max where x is NaN, or inf - inf) counts as +inf, so such a row
     gives NaN at those entries and 0 elsewhere (TF: softmax([inf, 1, 2]) = [nan, 0, 0])."""
     x = wide(args[0])
@@ -79,7 +85,7 @@ def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     if x.size == 0:  # nothing to normalize (a max over an empty axis would have no identity)
         return [at_dtype(node, 0, x)]
     with np.errstate(all="ignore"):
-        if args[0].dtype == np.float64:
+        if _eigen_softmax(args[0].dtype):
             shifted = x - np.max(x, axis=axes, keepdims=True)
             e = np.exp(shifted)
         else:

@@ -27,6 +27,9 @@ from graph_ir.executors import denormals, gemm
 MIN_PRODUCT_FLOPS = 2 * 10**7
 MIN_PASS_BYTES = 2**20
 MIN_PART_ROWS = 256  # a part's product needs this many rows of a to run near BLAS's speed
+# oneMKL computes a product of fewer rows or columns than these with other kernels, which sum in another order
+# (measured: 1-3 rows and 1-11 columns on AMD EPYC, one on Intel Xeon), so no part of a split product is smaller.
+MIN_SPLIT_ROWS, MIN_SPLIT_COLUMNS = 4, 16
 
 _LOCAL = threading.local()
 _WORKERS: list[_Worker] = []
@@ -157,14 +160,14 @@ def run_parts(fn: Callable[[object], None], parts: Sequence) -> None:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a [M, K] @ b [K, N] (2-D, any strides), into `out` [M, N] when given: split over the rows of a, or the columns
     of b when a has few rows. Each output element is one BLAS dot product over K, whoever computes it (parts keep
-    two rows or columns at least: BLAS computes a single row or column another way, graph_ir/executors/gemm.py)."""
+    MIN_SPLIT_ROWS rows or MIN_SPLIT_COLUMNS columns at least: BLAS computes fewer another way)."""
     m, k = a.shape
     n = b.shape[1]
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     # Rows give each part a contiguous run of out; columns when a has too few rows for each part to have enough.
     by_rows = m >= n or m >= 2 * count() * MIN_PART_ROWS
-    pieces = pieces_for(2.0 * m * k * n, MIN_PRODUCT_FLOPS, (m if by_rows else n) // 2)
+    pieces = pieces_for(2.0 * m * k * n, MIN_PRODUCT_FLOPS, m // MIN_SPLIT_ROWS if by_rows else n // MIN_SPLIT_COLUMNS)
     if pieces == 1:
         return gemm.matmul(a, b, out=out)
 

@@ -12,6 +12,7 @@ from graph_ir.ir.verify import check_shape, const_dims
 CONV = ("float16", "float32", "bfloat16")
 GRAD = ("float16", "float32", "float64")
 POOL = ("float16", "float32", "float64")
+INT32_MAX = 2**31 - 1  # TF's conv and pool kernels read strides, dilations and ksize as int32 attrs
 
 
 def _nhwc(op: IrOp, node: str, attrs, shape, what: str = "x") -> None:
@@ -22,8 +23,9 @@ def _nhwc(op: IrOp, node: str, attrs, shape, what: str = "x") -> None:
 
 def _pair(op: IrOp, node: str, attrs, name: str) -> tuple[int, int]:
     values = attrs[name]
-    if len(values) != 4 or values[0] != 1 or values[3] != 1 or min(values) < 1:
-        raise GraphError(f"{op.type} {node!r}: {name} must be [1, h, w, 1] with h, w >= 1, got {values}")
+    if len(values) != 4 or values[0] != 1 or values[3] != 1 or min(values) < 1 or max(values) > INT32_MAX:
+        raise GraphError(f"{op.type} {node!r}: {name} must be [1, h, w, 1] with 1 <= h, w <= 2^31-1 (TF reads them "
+                         f"as int32), got {values}")
     return values[1], values[2]
 
 
@@ -93,6 +95,9 @@ def _conv2d(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     _nhwc(op, node, attrs, x.shape)
     if len(f.shape) != 4 or 0 in f.shape:  # TF's Conv2D refuses an empty filter too (conv_ops.cc)
         raise GraphError(f"Conv2D {node!r}: filter must be [kh, kw, in, out] with no zero dim, got {list(f.shape)}")
+    if max(attrs["pads"], default=0) >= INT32_MAX:  # TF's CPU Conv2D: FastBoundsCheck(pad, INT_MAX), conv_ops_impl.h
+        raise GraphError(f"Conv2D {node!r}: pads must each be below 2^31-1, as TF's Conv2D kernel refuses larger "
+                         f"explicit paddings, got {list(attrs['pads'])}")
     ho, wo = conv_geometry(op, node, attrs, x.shape, f.shape)
     bias, offset_w = inputs[2] if len(inputs) > 2 else None, inputs[3] if len(inputs) > 3 else None
     if bias is not None and bias.shape != (f.shape[3],):  # CANN's Conv2D: bias is 1-D [C_out]

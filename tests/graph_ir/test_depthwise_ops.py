@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import graph_ir
 from graph_ir.executors import depthwise as executors
+from graph_ir.executors.onednn import onednn_runs
 from tests.graph_ir.test_family_ops import PRODUCT
 from tests.helpers.depthwise import (
     OPS,
@@ -130,7 +131,10 @@ def test_padding_contributes_nothing_on_nan_and_inf_taps(geometry):
 @pytest.mark.parametrize("op", OPS)
 def test_16_bit_floats_compute_in_float32_like_tensorflow(op, dtype, tolerance):
     """float16 and bfloat16 inputs: computed in float32 and rounded once (the filter gradient: GE's float32 output
-    cast to TF's dtype), within one rounding of the output's dtype of TF's CPU kernels."""
+    cast to TF's dtype), within one rounding of the output's dtype of TF's CPU kernels. Where TF's oneDNN does not
+    take float16 (an AMD EPYC, say: graph_ir/executors/onednn.py), TF's Eigen kernel sums in float16: there graph_ir
+    is as close to float64 as TF at least, and within two roundings of TF (measured 1.3 and 1.0 roundings)."""
+    name = dtype
     dtype = tf.bfloat16.as_numpy_dtype if dtype == "bfloat16" else dtype
     rng = np.random.default_rng(zlib.crc32(f"{op}{dtype}".encode()))
     fn, inputs = _case(op, "same-s2-odd-m2", rng)
@@ -138,6 +142,10 @@ def test_16_bit_floats_compute_in_float32_like_tensorflow(op, dtype, tolerance):
     assert got.dtype == want.dtype == dtype
     if op.endswith("Filter"):
         assert "Cast" in {n.type for n in graph.nodes.values()}
+    if name is np.float16 and not onednn_runs("float16"):
+        exact = fn(*[x.astype(dtype).astype(np.float64) for x in inputs]).numpy()
+        assert scaled_difference(got, exact) <= scaled_difference(want, exact)
+        tolerance *= 2
     assert scaled_difference(got, want) <= tolerance, scaled_difference(got, want)
 
 

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from graph_ir.executors import gemm
+from graph_ir.executors import gemm, threads
 
 MKL = gemm.backend().startswith("mkl")
 EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).eps}
@@ -126,20 +126,22 @@ def test_what_cblas_cannot_read_in_place_is_numpys_product(case):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("m,k,n", [(300, 576, 64), (64, 1152, 300), (2, 4608, 512)])
-def test_parts_of_two_rows_or_columns_or_more_give_the_whole_products_bits(m, k, n):
-    """graph_ir/executors/threads.py splits products so, and its results must not depend on the thread count.
-    (NumPy's OpenBLAS promises no such thing: its kernels for a few rows or columns sum in another order.)"""
+@pytest.mark.parametrize("m,k,n", [(300, 576, 64), (64, 1152, 300), (4, 4608, 512), (37, 17, 29)])
+def test_parts_of_a_few_rows_or_columns_or_more_give_the_whole_products_bits(m, k, n):
+    """graph_ir/executors/threads.py splits products so (parts of MIN_SPLIT_ROWS rows or MIN_SPLIT_COLUMNS columns
+    at least), and its results must not depend on the thread count. (NumPy's OpenBLAS promises no such thing, nor
+    does oneMKL for fewer rows or columns: its kernels for those sum in another order.)"""
     if not MKL:
         pytest.skip("oneMKL is not what runs the products here")
     rng = np.random.default_rng(7)
     a, b = _values(rng, (m, k), np.float32), _values(rng, (k, n), np.float32)
     whole = gemm.matmul(a, b)
-    for cut in sorted({2, m // 3, m // 2, m - 2} - {0, m}):
-        if cut >= 2 and m - cut >= 2:
+    rows, columns = threads.MIN_SPLIT_ROWS, threads.MIN_SPLIT_COLUMNS
+    for cut in sorted({rows, m // 3, m // 2, m - rows} - {0, m}):
+        if cut >= rows and m - cut >= rows:
             np.testing.assert_array_equal(np.concatenate([gemm.matmul(a[:cut], b), gemm.matmul(a[cut:], b)]), whole)
-    for cut in sorted({2, n // 2, n - 2} - {0, n}):
-        if cut >= 2 and n - cut >= 2:
+    for cut in sorted({columns, n // 2, n - columns} - {0, n}):
+        if cut >= columns and n - cut >= columns:
             left, right = gemm.matmul(a, b[:, :cut]), gemm.matmul(a, b[:, cut:])
             np.testing.assert_array_equal(np.concatenate([left, right], axis=1), whole)
 

@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import text_format
 
 import graph_ir
 from graph_ir import ops
@@ -72,3 +73,48 @@ def test_a_dilated_filter_gradient_with_explicit_padding_is_refused_as_tensorflo
                                                                       out_backprop=dy, **attrs))
     with pytest.raises(graph_ir.LoweringError, match=r"Conv2DBackpropFilter .*EXPLICIT padding with dilations"):
         graph_ir.from_tensorflow(step, tf.TensorSpec(x.shape), tf.TensorSpec(dy.shape))
+
+
+def _conv_file(tmp_path, pads: list[int], strides: list[int], *, written: dict | None = None) -> str:
+    """A .pbtxt Conv2D "conv" of x [2, 3, 4, 2] by a 2x2 filter with `pads` and `strides`; `written` then replaces
+    attributes in the file as a hostile editor would (the builder refuses what TF refuses)."""
+    graph = graph_ir.Graph("huge")
+    with graph:
+        x, f = graph_ir.Data(0, "float32", (2, 3, 4, 2), name="x"), graph_ir.Data(1, "float32", (2, 2, 2, 3), name="f")
+        graph.set_outputs([ops.Conv2D(x, f, strides=strides, pads=pads, name="conv")])
+    model = graph.to_model_def()
+    (conv,) = [op for op in model.graph[0].op if op.name == "conv"]
+    for key, values in (written or {}).items():
+        del conv.attr[key].list.i[:]
+        conv.attr[key].list.i.extend(values)
+    path = tmp_path / "conv.pbtxt"
+    path.write_text(text_format.MessageToString(model))
+    return str(path)
+
+
+@pytest.mark.parametrize("power", [16, 20, 24])
+def test_a_pbtxt_conv2d_with_huge_pads_computes_what_tensorflow_computes(tmp_path, power):
+    """Pads of 2^k + 1 (the bottom one 2^k + 4) with strides 2^k: a 3x3 output whose windows each read a corner of x.
+    At 2^28 TF's own kernels fail (oneDNN: "could not create a primitive"; Eigen's int32 indexing gives other
+    values), and at 2^31-1 TF's Conv2D refuses the padding; graph_ir computes the sums up to that bound."""
+    rng = np.random.default_rng(power)
+    x, f = rng.standard_normal((2, 3, 4, 2)).astype(np.float32), rng.standard_normal((2, 2, 2, 3)).astype(np.float32)
+    pads, strides = [2**power + 1, 2**power + 4, 2**power + 1, 2**power + 1], [1, 2**power, 2**power, 1]
+    session = graph_ir.Session()
+    session.add_graph(0, graph_ir.load(_conv_file(tmp_path, pads, strides)))
+    (got,) = session.run_graph(0, [x, f])
+    want = tf.raw_ops.Conv2D(input=x, filter=f, strides=strides, padding="EXPLICIT",
+                             explicit_paddings=[0, 0, *pads, 0, 0]).numpy()
+    assert got.shape == want.shape == (2, 3, 3, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert np.count_nonzero(want) > 0
+
+
+@pytest.mark.parametrize("written, field", [
+    ({"pads": [2**31 - 1, 0, 0, 0]}, "pads"),  # TF: "filter too large" (Eigen), a segfault (oneDNN)
+    ({"pads": [0, 0, 2**40, 0], "strides": [1, 2**30, 2**30, 1]}, "pads"),  # TF: "... out of range for an int32"
+    ({"strides": [1, 2**31, 1, 1]}, "strides"),  # TF: "Attr strides has value 2147483648 out of range for an int32"
+])
+def test_a_pbtxt_conv2d_with_pads_or_strides_tensorflow_refuses_is_refused(tmp_path, written, field):
+    with pytest.raises(graph_ir.GraphError, match=rf"'conv'.*{field} must"):
+        graph_ir.load(_conv_file(tmp_path, [0, 0, 0, 0], [1, 1, 1, 1], written=written))

@@ -13,7 +13,12 @@ The Conv2D and Dense layers keep their biases: TF's grappler remapper (with oneD
 float16 Conv2D and MatMul with the BiasAdd after it and rounds to float16 once, and so does the lowering (one GE
 Conv2D, one MatMulV2 with a bias input; graph_ir/lowering/ops/conv.py and nn.py). Measured (K = 4): every variable,
 slot and counter bitwise TF's (0.0), the loss within 1.0e-7; rounding the products first instead (a Conv2D or
-MatMulV2, then a BiasAdd) left them 7.5e-4 (PowerSign) and 1.1e-3 (FusedEmaAdam) apart, the loss 5.0e-4."""
+MatMulV2, then a BiasAdd) left them 7.5e-4 (PowerSign) and 1.1e-3 (FusedEmaAdam) apart, the loss 5.0e-4.
+
+Where TF's oneDNN does not take float16 (an AMD EPYC, say: graph_ir/executors/onednn.py), TF runs float16 on its
+Eigen kernels: the products and the BiasAdds round apart, and so does the lowering, but Eigen's float16 gradient
+contractions sum in float16 where graph_ir (as Ascend's kernels) sums in float32. Measured there (K = 4): the
+variables and slots within 6.5e-4 (PowerSign) and 1.0e-3 (FusedEmaAdam) of their scale; asserted within 2e-3."""
 
 from __future__ import annotations
 
@@ -27,11 +32,13 @@ from keras import layers
 from tensorflow.python.util import _pywrap_util_port
 
 import graph_ir
+from graph_ir.executors.onednn import onednn_runs
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
 from tests.helpers import train_steps
 from tests.helpers.lowering import captured, session_values, state_name
 
 STEPS = 4
+EIGEN_FLOAT16_TOLERANCE = 2e-3  # TF's Eigen float16 kernels, where oneDNN does not take float16
 OVERFLOW = 1  # the step whose scaled gradients overflow float16
 
 
@@ -79,9 +86,14 @@ def test_mixed_float16_cnn_with_loss_scale_optimizer_skips_the_overflowing_step(
     types = {n.type for g in (graph, *graph.subgraphs.values()) for n in g.nodes.values()}
     assert {"If", "IsFinite", "ReduceAll"} <= types, sorted(types)
     assert ("ApplyFusedEmaAdam" if optimizer == "fused_ema_adam" else "InplaceApplyPowerSign") in types
-    if _pywrap_util_port.IsMklEnabled():  # the forward Conv2Ds and the Dense's MatMul take their BiasAdds in
-        biased = [n.type for n in graph.nodes.values() if n.type in ("Conv2D", "MatMulV2") and len(n.inputs) == 3]
+    biased = [n.type for n in graph.nodes.values() if n.type in ("Conv2D", "MatMulV2") and len(n.inputs) == 3]
+    fused = _pywrap_util_port.IsMklEnabled() and onednn_runs("float16")
+    tolerance = FLOAT32_TOLERANCE if fused else EIGEN_FLOAT16_TOLERANCE
+    if fused:  # the forward Conv2Ds and the Dense's MatMul
+        # take their BiasAdds in, as TF's oneDNN fuses them
         assert sorted(biased) == ["Conv2D", "Conv2D", "MatMulV2"] and not graph.nodes_of_type("BiasAdd"), biased
+    else:  # TF runs float16 on its Eigen kernels here, each op rounding
+        assert not biased and len(graph.nodes_of_type("BiasAdd")) == 3, biased
     path = os.path.join(tmp_path, "step.air")
     graph.save(path)
     session = graph_ir.Session()
@@ -109,5 +121,5 @@ def test_mixed_float16_cnn_with_loss_scale_optimizer_skips_the_overflowing_step(
             assert session_values(graph, session, [counter])[0] == counter.numpy() == 0
     differences = {state_name(graph, v): train_steps.scaled_difference(g, v.numpy())
                    for v, g in zip(state, session_values(graph, session, state))}
-    assert max(differences.values()) <= FLOAT32_TOLERANCE, sorted(differences.items())
-    assert loss_difference <= FLOAT32_TOLERANCE
+    assert max(differences.values()) <= tolerance, sorted(differences.items())
+    assert loss_difference <= tolerance

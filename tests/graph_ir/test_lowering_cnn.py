@@ -16,6 +16,7 @@ import tensorflow as tf
 from keras import layers
 
 import graph_ir
+from graph_ir.executors.onednn import onednn_runs
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
 from tests.helpers import ROOT, train_steps
 
@@ -200,7 +201,10 @@ def test_a_fused_float16_contraction_and_bias_add_round_once_as_tensorflow(kind,
     fn = tf.function(fused)
     graph = graph_ir.from_tensorflow(fn, *(tf.TensorSpec(a.shape, tf.float16) for a in (x, w, b)))
     ge_type = "Conv2D" if kind == "conv" else "MatMulV2"
-    assert [len(n.inputs) for n in graph.nodes_of_type(ge_type)] == [3] and not graph.nodes_of_type("BiasAdd")
+    if onednn_runs("float16"):
+        assert [len(n.inputs) for n in graph.nodes_of_type(ge_type)] == [3] and not graph.nodes_of_type("BiasAdd")
+    else:  # TF's Eigen kernels run float16 here, the product and the BiasAdd apart: so do graph_ir's
+        assert [len(n.inputs) for n in graph.nodes_of_type(ge_type)] == [2] and graph.nodes_of_type("BiasAdd")
     session = graph_ir.Session()
     session.add_graph(0, graph)
     (got,) = session.run_graph(0, [x, w, b])

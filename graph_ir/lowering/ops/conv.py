@@ -7,6 +7,7 @@ fuses them and rounds once."""
 
 from __future__ import annotations
 
+from graph_ir.executors.onednn import onednn_runs
 from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.ops.activation import _output, bfloat16_in_float32, in_float32
 from graph_ir.lowering.ops.common import maps_to, same, tf_attr
@@ -76,7 +77,8 @@ FUSED_BIAS_DTYPES = ("bfloat16", "float16")
 
 def _tf_runs_onednn() -> bool:
     """Whether this TF runs oneDNN's kernels (the x86 build's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off).
-    Without them TF's bfloat16 and float16 Conv2D (and MatMul) and BiasAdd run apart, each rounding."""
+    Without them, or for a dtype oneDNN does not take on this CPU (graph_ir/executors/onednn.py), TF's bfloat16 and
+    float16 Conv2D (and MatMul) and BiasAdd run apart, each rounding."""
     try:
         from tensorflow.python.util import _pywrap_util_port
     except ImportError:
@@ -88,7 +90,9 @@ def bias_add_to_fuse(ctx, node, dtypes: tuple[str, ...] = FUSED_BIAS_DTYPES):
     """The BiasAdd (NHWC) that alone reads TF `node` (a Conv2D or MatMul of dtype T in `dtypes`), to lower with it
     (as TF with oneDNN runs them), or None."""
     reader = ctx.sole_reader(node.name)
-    if (tf_attr(node, "T").name not in dtypes or not _tf_runs_onednn() or reader is None or reader.op != "BiasAdd"
+    dtype = tf_attr(node, "T").name
+    if (dtype not in dtypes or not _tf_runs_onednn() or not onednn_runs(dtype) or reader is None
+            or reader.op != "BiasAdd"
             or tf_attr(reader, "data_format") not in (None, "NHWC")
             or reader.input[0] not in (node.name, f"{node.name}:0") or any(t.startswith("^") for t in reader.input)):
         return None
