@@ -3,7 +3,7 @@ and its gradients onto the GE ops of the same names, TF's padding ("SAME", "VALI
 [top, bottom, left, right] from the static shapes as TF computes them; the pools onto the GE pools, attributes kept.
 A grouped convolution (the filter takes C/g of x's C channels: Keras Conv2D(groups=g)) sets GE's `groups` = g. A
 bfloat16 or float16 Conv2D read only by a BiasAdd lowers with it as one GE Conv2D with its bias input, as TF (oneDNN)
-fuses them and rounds once."""
+fuses them and rounds once, where TF's oneDNN takes that dtype on this CPU (graph_ir/executors/onednn.py)."""
 
 from __future__ import annotations
 
