@@ -2,11 +2,13 @@
 (tensorflow/core/util/util.cc, IsDataTypeSupportedByOneDNNOnThisCPU): float32 always; bfloat16 with AVX-512F or
 AVX-NE-CONVERT; float16 with AVX-512BW and AVX512-FP16 or AMX-FP16, or with AVX-NE-CONVERT. Elsewhere (an AMD EPYC,
 say) TF's float16 ops fall back to its Eigen kernels, which round between ops (a Conv2D, then its BiasAdd) and
-treat a softmax row holding inf as all NaN. The executors and the lowering follow what TF runs here."""
+treat a softmax row holding inf as all NaN. So does every dtype when TF_ENABLE_ONEDNN_OPTS turns oneDNN off. The
+executors and the lowering follow what TF runs here."""
 
 from __future__ import annotations
 
 import functools
+import os
 import platform
 
 
@@ -25,8 +27,16 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def onednn_enabled() -> bool:
+    """TF's IsMklEnabled on x86 Linux (tensorflow/core/util/util.cc): on unless TF_ENABLE_ONEDNN_OPTS says off, read
+    as TF's ReadBoolFromEnvVar reads it ("0" or "false" in any case; any other value leaves the default)."""
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower() not in ("0", "false")
+
+
 def onednn_runs(dtype: str) -> bool:
     """Whether TF's oneDNN kernels take `dtype` ("float32", "bfloat16", "float16") on this CPU, as TF decides it."""
+    if not onednn_enabled():
+        return False
     flags = cpu_flags()
     if dtype == "float32":
         return bool(flags)
