@@ -78,9 +78,10 @@ def _eigen_softmax(dtype: np.dtype) -> bool:
 def _softmax(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """e = exp(x - max), y = e * (1 / sum(e)). float64 follows TF's Eigen kernel (softmax_op_functor.h): a row
     holding NaN or inf is all NaN; so do float16 and bfloat16 on a CPU where TF's oneDNN does not take them, and
-    every dtype with TF_ENABLE_ONEDNN_OPTS=0 (graph_ir/executors/onednn.py). The others follow TF's x86 CPU build, which runs them through oneDNN's
-    softmax: the max skips NaN, and exp of a NaN (x - max where x is NaN, or inf - inf) counts as +inf, so such a row
-    gives NaN at those entries and 0 elsewhere (TF: softmax([inf, 1, 2]) = [nan, 0, 0])."""
+    every dtype with TF_ENABLE_ONEDNN_OPTS=0 (graph_ir/executors/onednn.py). The others follow TF's x86 CPU build,
+    which runs them through oneDNN's softmax: the max skips NaN, and exp of a NaN (x - max where x is NaN, or
+    inf - inf) counts as +inf, so such a row gives NaN at those entries and 0 elsewhere (TF: softmax([inf, 1, 2]) =
+    [nan, 0, 0])."""
     x = wide(args[0])
     axes = tuple(a % x.ndim for a in node.attrs["axes"])
     if x.size == 0:  # nothing to normalize (a max over an empty axis would have no identity)
