@@ -75,23 +75,14 @@ def _static(ctx, node, handle, what: str) -> list[int]:
 FUSED_BIAS_DTYPES = ("bfloat16", "float16")
 
 
-def _tf_runs_onednn() -> bool:
-    """Whether this TF runs oneDNN's kernels (the x86 build's default; TF_ENABLE_ONEDNN_OPTS=0 turns them off).
-    Without them, or for a dtype oneDNN does not take on this CPU (graph_ir/executors/onednn.py), TF's bfloat16 and
-    float16 Conv2D (and MatMul) and BiasAdd run apart, each rounding."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-    except ImportError:
-        return False
-    return bool(_pywrap_util_port.IsMklEnabled())
-
-
 def bias_add_to_fuse(ctx, node, dtypes: tuple[str, ...] = FUSED_BIAS_DTYPES):
     """The BiasAdd (NHWC) that alone reads TF `node` (a Conv2D or MatMul of dtype T in `dtypes`), to lower with it
-    (as TF with oneDNN runs them), or None."""
+    (as TF with oneDNN runs them), or None. Without oneDNN (TF_ENABLE_ONEDNN_OPTS=0), or for a dtype oneDNN does not
+    take on this CPU (graph_ir/executors/onednn.py, which the executors ask too), TF's bfloat16 and float16 Conv2D
+    (and MatMul) and BiasAdd run apart, each rounding."""
     reader = ctx.sole_reader(node.name)
     dtype = tf_attr(node, "T").name
-    if (dtype not in dtypes or not _tf_runs_onednn() or not onednn_runs(dtype) or reader is None
+    if (dtype not in dtypes or not onednn_runs(dtype) or reader is None
             or reader.op != "BiasAdd"
             or tf_attr(reader, "data_format") not in (None, "NHWC")
             or reader.input[0] not in (node.name, f"{node.name}:0") or any(t.startswith("^") for t in reader.input)):

@@ -2,8 +2,9 @@
 onto MatMulV2 (transpose_a/b as transpose_x1/x2), BatchMatMulV2 (adj_x/y as adj_x1/x2), Softmax onto SoftmaxV2 over
 the last axis, BiasAdd, BiasAddGrad, Einsum (an ellipsis made explicit: _einsum) and the sparse softmax cross-entropy onto the GE ops of the same name.
 A float16 MatMul read only by a BiasAdd lowers with it as one MatMulV2 with its bias input, as TF (oneDNN) fuses
-them and rounds once (where TF's oneDNN takes float16 on this CPU). A bfloat16 Einsum (GE's Einsum declares f16, f32, i32) runs in float32 between Casts: float32
-sums of bfloat16 products rounded to bfloat16, as TF's bfloat16 contraction accumulates in float32 and rounds once."""
+them and rounds once (where TF's oneDNN takes float16 on this CPU). A bfloat16 Einsum (GE's Einsum declares f16, f32,
+i32) runs in float32 between Casts: float32 sums of bfloat16 products rounded to bfloat16, as TF's bfloat16
+contraction accumulates in float32 and rounds once."""
 
 from __future__ import annotations
 
