@@ -16,6 +16,13 @@ zero is noise on both sides, its sign may flip, and Adam turns either sign into 
       apart relative to itself; judged against 0.04 (the scale of the kernels here), even a sign flipped in every
       step (2 K lr = 4e-3 apart) stays within 0.1. For such elements (b) can only catch NaNs and misplaced
       variables; (a) carries the check.
+  (c) a chaotic model (the table's `looser`: TF's own noise on it, measured) is held to each of (a) and (b), or to
+      SPREAD_FACTOR = 10 times TF's own spread by the same metric where that is larger: TF's same K steps again
+      from the same state, state and batches perturbed by rounding (1 +- 1e-7 per element, the largest of three
+      runs; tests/helpers/tf_spread.py). On a chaotic step GE's distance depends on which kernels TF takes, and so
+      on the CPU (Xception's gradients: within 1e-4 on an Intel Xeon, 2.4e-4 on an AMD EPYC); TF's spread moves
+      with it, so the rule holds on both. Measured on an AMD EPYC, GE's distance over TF's spread: at most 2.5
+      (EfficientNetB0's gradients without dropout); 1.0 for Xception's, 0.13 for MobileNetV3Small's.
   Measured, TF against itself (the same steps from the same weights with oneDNN's kernels and with Eigen's,
   TF_ENABLE_ONEDNN_OPTS=0 in a subprocess; test_tf_own_noise): VGG16 gradients 1.5e-5 of the largest apart, its
   variables 3.3e-2 (kernels) and 0.21 relative to itself (fc1's zero-initialized bias); GE against TF is closer:
@@ -51,7 +58,7 @@ import numpy as np
 import pytest
 
 import graph_ir
-from tests.helpers import ROOT, application_processes, applications
+from tests.helpers import ROOT, application_processes, applications, tf_spread
 from tests.helpers.applications import APPLICATIONS
 
 
@@ -73,7 +80,7 @@ def _marks(label: str) -> list:
 def test_application_step(label, tmp_path):
     app = APPLICATIONS[label]
     try:
-        result = applications.run_application(app, str(tmp_path))
+        result = applications.run_application(app, str(tmp_path), spread=bool(app.looser))
     except graph_ir.LoweringError as e:
         assert app.refusal and re.search(app.refusal, str(e)), f"{label}: unexpected refusal: {e}"
         raise
@@ -81,10 +88,14 @@ def test_application_step(label, tmp_path):
     if app.incomparable:  # it lowers and runs; its values say nothing (the table says why)
         assert all(np.isfinite(d) for d in result.variables.values())
         return
-    assert result.gradient <= app.gradient_tolerance, result.gradient
-    assert result.loss <= max(applications.LOSS_TOLERANCE, app.gradient_tolerance), result.loss
-    worst = max(result.variables, key=result.variables.get)
-    assert result.variables[worst] <= app.variable_tolerance, (worst, result.variables[worst])
+    spread = result.spread  # (c): TF's own spread, measured for a chaotic model (zeros for the others)
+    assert result.gradient <= tf_spread.bound(app.gradient_tolerance, spread.gradient), (result.gradient,
+                                                                                          spread.gradient)
+    losses, loss_spread = dict(enumerate(result.losses)), dict(enumerate(spread.losses))
+    loss_tolerance = max(applications.LOSS_TOLERANCE, app.gradient_tolerance)
+    assert not tf_spread.beyond(losses, loss_tolerance, loss_spread), (losses, loss_spread)
+    beyond = tf_spread.beyond(result.variables, app.variable_tolerance, spread.variables)
+    assert not beyond, beyond
 
 
 def test_the_table_holds_every_keras_application():

@@ -17,7 +17,7 @@ from keras import layers
 import graph_ir
 from graph_ir.lowering import ops
 from tests.graph_ir.test_lowering_steps import FLOAT32_TOLERANCE, OPTIMIZERS, SPARSE_XENT
-from tests.helpers import train_steps
+from tests.helpers import tf_spread, train_steps
 from tests.helpers.lowering import captured, session_values
 
 DEPTHWISE_OPS = {"DepthwiseConv2D", "DepthwiseConv2DBackpropFilter", "DepthwiseConv2DBackpropInput"}
@@ -77,11 +77,16 @@ def mobilenet_v2() -> keras.Model:
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 def test_mobilenet_v2_step(optimizer, tmp_path):
     """The whole MobileNetV2 step lowers (ZeroPadding2D, Relu6, the depthwise and 1x1 convolutions and their
-    gradients), its first step's loss is TF's within 1e-5, and K steps run beside TF's with every state finite.
-    Not compared element by element after K steps: at 32x32 the top blocks are 1x1, BatchNormalization normalizes
-    over 6 samples and the step is chaotic in float32: TF itself, given a first batch perturbed by 1e-7 relative,
-    ends K = 3 steps with state variables a median 7% (PowerSign) and 0.9% (FusedEmaAdam) of their scale apart (up
-    to 150%), and its third loss 18% apart (measured)."""
+    gradients), and K steps run beside TF's with every state finite and each step's loss within the chaotic rule.
+
+    Rule: TF's own spread (tests/helpers/tf_spread.py). At 32x32 the top blocks are 1x1, BatchNormalization
+    normalizes over 6 samples and the step is chaotic in float32, so each loss is held to
+    max(1e-5, SPREAD_FACTOR x TF's distance from itself on a batch perturbed by rounding), not to a fixed
+    tolerance: GE's first loss was 3e-6 from TF's on an Intel Xeon and 1.3e-5 on an AMD EPYC, where TF's own spread
+    was 1.2e-5 (first loss), 0.05 and 0.5 (second and third). Not compared element by element after K steps: TF
+    itself, given a first batch perturbed by 1e-7 relative, ends K = 3 steps with state variables a median 7%
+    (PowerSign) and 0.9% (FusedEmaAdam) of their scale apart (up to 150%). Each node isolated is checked by
+    test_compare_applications.py."""
     keras.utils.set_random_seed(4)
     model, opt = mobilenet_v2(), OPTIMIZERS[optimizer]()
     step = train_steps.train_step(model, SPARSE_XENT, opt)
@@ -94,12 +99,18 @@ def test_mobilenet_v2_step(optimizer, tmp_path):
     graph.save(path)
     session = graph_ir.Session()
     session.add_graph(0, graph_ir.load(path))
-    losses = []
-    for k in range(train_steps.K):
-        args = batch(k)
-        (got,) = session.run_graph(0, list(args))
-        losses.append(train_steps.scaled_difference(got, step(*args).numpy()))
-    assert losses[0] <= FLOAT32_TOLERANCE, losses
+    start = tf_spread.Snapshot([*model.variables, *opt.variables])
+    inputs = [batch(k) for k in range(train_steps.K)]
+    got = [session.run_graph(0, list(args))[0] for args in inputs]
+    want = [step(*args).numpy() for args in inputs]
+    losses = {k: train_steps.scaled_difference(got[k], want[k]) for k in range(train_steps.K)}
+    runs = []
+    for run in range(tf_spread.RUNS):
+        start.restore(perturb_seed=100 * run)
+        again = [step(*tf_spread.perturbed(args, seed=100 * run + k + 1)).numpy() for k, args in enumerate(inputs)]
+        runs.append({k: train_steps.scaled_difference(again[k], want[k]) for k in range(train_steps.K)})
+    spread = tf_spread.largest(runs)
+    assert not tf_spread.beyond(losses, FLOAT32_TOLERANCE, spread), (losses, spread)
     held = captured(graph, [*model.variables, *opt.variables])
     assert len(held) >= len(model.trainable_variables)
     assert all(np.isfinite(v).all() for v in session_values(graph, session, held))
