@@ -12,7 +12,7 @@ import pytest
 
 from graph_ir.__main__ import main
 from graph_ir.compare import COLUMNS, read_dump_folder, write_dump
-from tests.graph_ir.test_compare_dumps import _lowered_cnn
+from tests.graph_ir.test_compare_dumps import _lowered_cnn, unknown_rows_case
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +74,19 @@ def test_msaccucmp_reads_our_dump_files_where_installed(dumped):
     except compare_error as e:  # raised when the CANN library is missing
         pytest.skip(f"msaccucmp cannot parse dump files without CANN here: {e!r}")
     assert parsed.op_name == dump.op_name
+
+
+def test_a_graph_with_unknown_dims_writes_and_compares_as_its_static_graph(tmp_path, capsys):
+    _, template, static, batch = unknown_rows_case()
+    np.savez(str(tmp_path / "inputs.npz"), *batch)
+    tables = []
+    for name, graph in (("template", template), ("static", static)):
+        graph.save(str(tmp_path / f"{name}.air"))
+        args = [str(tmp_path / f"{name}.air"), str(tmp_path / name), "--inputs", str(tmp_path / "inputs.npz")]
+        assert main(["compare", *args, "--write-dumps"]) == 0
+        capsys.readouterr()
+        assert main(["compare", *args, "--tolerance", "0"]) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1] and "first departure: none" in tables[0]
+    names = [sorted(read_dump_folder(str(tmp_path / name))) for name in ("template", "static")]
+    assert names[0] == names[1] and names[0]
