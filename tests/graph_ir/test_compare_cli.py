@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 
 import numpy as np
 import pytest
@@ -90,3 +91,18 @@ def test_a_graph_with_unknown_dims_writes_and_compares_as_its_static_graph(tmp_p
     assert tables[0] == tables[1] and "first departure: none" in tables[0]
     names = [sorted(read_dump_folder(str(tmp_path / name))) for name in ("template", "static")]
     assert names[0] == names[1] and names[0]
+
+
+def test_inputs_of_a_wrong_dtype_or_kind_are_one_line_naming_the_file(tmp_path, capsys):
+    _, template, _, batch = unknown_rows_case()
+    template.save(str(tmp_path / "g.air"))
+    np.savez(str(tmp_path / "wide.npz"), *[x.astype(np.float64) for x in batch])
+    np.save(str(tmp_path / "x.npy"), batch[0])
+    for inputs, pattern in (("wide.npz", (r"input 0 \(.*\) from '.*wide\.npz' array 0: dtype float64, the graph wants "
+                                         r"float32")),
+                            ("x.npy", r"inputs '.*x\.npy': an \.npy array where an \.npz archive is expected")):
+        capsys.readouterr()
+        assert main(["compare", str(tmp_path / "g.air"), str(tmp_path / "d"), "--inputs", str(tmp_path / inputs),
+                     "--write-dumps"]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert re.search(r"^python -m graph_ir compare: error: " + pattern, line), line
