@@ -141,9 +141,9 @@ def saved_model_function(path: str, signature: str = "serving_default") -> tuple
     concretes = list(getattr(attribute, "concrete_functions", []) or [])
     if len(concretes) == 1:
         return loaded, concretes[0]
-    known = sorted([*getattr(loaded, "signatures", {}),
+    known = sorted({*getattr(loaded, "signatures", {}),
                     *(n for n in dir(loaded) if not n.startswith("_") and hasattr(getattr(loaded, n, None),
-                                                                                  "concrete_functions"))])
+                                                                                  "concrete_functions"))})
     if len(concretes) > 1:
         raise LoweringError(f"SavedModel {os.fspath(path)!r}: function {signature!r} was saved with "
                             f"{len(concretes)} traces; save it with one input_signature")

@@ -129,8 +129,10 @@ def test_saved_model_refusals_name_what_is_wrong(serving_model, tmp_path):
     (name,) = tf.saved_model.load(serving_model).signatures["serving_default"].structured_input_signature[1]
     with pytest.raises(graph_ir.LoweringError, match=r"SavedModel '.*nowhere': no such directory"):
         graph_ir.from_saved_model(str(tmp_path / "nowhere"))
-    with pytest.raises(graph_ir.LoweringError, match=r"has no signature or function 'predict'; it has \['serve"):
+    with pytest.raises(graph_ir.LoweringError, match=r"has no signature or function 'predict'; it has \['serve") as e:
         graph_ir.from_saved_model(serving_model, "predict")
+    listed = str(e.value).rpartition("it has ")[2]
+    assert listed == "['serve', 'serving_default']", listed  # each once: 'serve' is a signature and a function
     with pytest.raises(graph_ir.LoweringError, match=r"input_shapes names \['image'\], which the function does not"):
         graph_ir.from_saved_model(serving_model, input_shapes="image:1,32,32,3")
     with pytest.raises(graph_ir.LoweringError, match=r"input shape \[1, 16, 16, 3\] does not fit"):
