@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
+from graph_ir.cli import arrays
 
 HELP = "compare CANN dump files with graph_ir.Session, node by node (exit 1 when a node departs)"
 
@@ -25,9 +25,11 @@ def run(args: argparse.Namespace) -> int:
     import graph_ir
     from graph_ir.compare import compare_dumps, write_dumps
 
-    with np.load(args.inputs, allow_pickle=False) as npz:
-        inputs = [npz[name] for name in npz.files]
+    inputs = list(arrays.load_npz(args.inputs).values())
     graph = graph_ir.load(args.graph)
+    data = sorted(graph.nodes_of_type("Data"), key=lambda n: n.attrs.get("index", 0))
+    if len(inputs) == len(data):  # a wrong count is the Session's to name
+        arrays.check_dtypes(data, inputs, [f"{args.inputs!r} array {k}" for k in range(len(inputs))])
     if args.write_dumps:
         written = write_dumps(graph, inputs, args.dumps)
         print(f"wrote {len(written)} dump files to {args.dumps}")

@@ -22,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.graph):
         raise ValueError(f"graph {args.graph!r}: no such file")
     graph = graph_ir.load(args.graph)
-    onnx_dump.write(graph.to_model_def(), args.out, with_data=args.with_data)
+    try:
+        onnx_dump.write(graph.to_model_def(), args.out, with_data=args.with_data)
+    except ImportError as e:  # onnx is optional: one line saying what to install, not a traceback
+        raise ValueError(f"{args.out!r}: {e}") from None
     print(f"wrote {args.out}: {len(graph.nodes)} nodes, {len(graph.subgraphs)} subgraphs; open it in Netron")
     return 0

@@ -8,6 +8,8 @@ import os
 
 import numpy as np
 
+from graph_ir.cli import arrays
+
 HELP = "run a .air (or .pbtxt) graph in graph_ir.Session on .npy/.npz inputs; write (and print) its outputs"
 
 
@@ -22,23 +24,26 @@ def add(parser: argparse.ArgumentParser) -> None:
 
 
 def _inputs(graph, paths: list[str]) -> list[np.ndarray]:
-    """The graph's inputs in Data-index order, read without pickles."""
+    """The graph's inputs in Data-index order, read without pickles (graph_ir/cli/arrays.py), dtypes checked."""
     data = sorted(graph.nodes_of_type("Data"), key=lambda n: n.attrs.get("index", 0))
     if len(paths) == 1 and paths[0].endswith(".npz"):
-        with np.load(paths[0], allow_pickle=False) as npz:
-            files = set(npz.files)
-            keys = [n.name if n.name in files else f"arr_{k}" for k, n in enumerate(data)]
-            absent = [k for k in keys if k not in files]
-            if absent:
-                raise ValueError(f"inputs {paths[0]!r}: no array {absent[0]!r}; the graph's inputs are "
-                                 f"{[n.name for n in data]} (name them so, or save them in order with np.savez)")
-            return [npz[k] for k in keys]
+        npz = arrays.load_npz(paths[0])
+        keys = [n.name if n.name in npz else f"arr_{k}" for k, n in enumerate(data)]
+        absent = [k for k in keys if k not in npz]
+        if absent:
+            raise ValueError(f"inputs {paths[0]!r}: no array {absent[0]!r}; the graph's inputs are "
+                             f"{[n.name for n in data]} (name them so, or save them in order with np.savez)")
+        found = [npz[k] for k in keys]
+        arrays.check_dtypes(data, found, [f"{paths[0]!r} array {k!r}" for k in keys])
+        return found
     if len(paths) != len(data):
         raise ValueError(f"the graph takes {len(data)} inputs {[n.name for n in data]}; got {len(paths)} files")
     for path in paths:
         if not path.endswith(".npy"):
             raise ValueError(f"input {path!r}: give .npy files (one per input) or a single .npz")
-    return [np.load(path, allow_pickle=False) for path in paths]
+    found = [arrays.load_npy(path) for path in paths]
+    arrays.check_dtypes(data, found, [repr(path) for path in paths])
+    return found
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ import numpy as np
 from graph_ir.compare import metrics
 from graph_ir.compare.report import Row
 from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
-from graph_ir.executors import run_settings
 from graph_ir.executors.plan_steps import EXECUTOR, Step
 from graph_ir.runtime.session import Session
 
@@ -125,10 +124,4 @@ def _carried_in(carried: list[tuple[float, float]], scale: float, dtype: np.dtyp
 
 def run_observed(session: Session, graph_id: int, inputs: Sequence[Any], observer: Observer) -> list[np.ndarray]:
     """Session.run_graph(graph_id, inputs), every node observed by `observer`."""
-    plan = session._plans[graph_id]
-    observed = dataclasses.replace(plan, steps=[observer.wrap(step) for step in plan.steps])
-    with session._lock:
-        feeds = session._feeds(plan, inputs)
-        session.loop_budget = session.max_loop_iterations
-        with run_settings.applied(session.blas_threads, session.threads, session.keep_memory):
-            return session._run(observed, feeds)
+    return session.run_graph_wrapped(graph_id, inputs, observer.wrap)

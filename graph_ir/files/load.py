@@ -263,12 +263,19 @@ def loads(data: bytes) -> Graph:
     """A Graph from a serialized binary ModelDef (the contents of an .air file)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"graph_ir.loads takes bytes, got {type(data).__name__}")
+    return from_model_def(_binary(bytes(data)))
+
+
+def _binary(data: bytes, path: str | None = None) -> proto.ModelDef:
+    """The ModelDef of an .air's bytes; a fault names the file, hinting at the usual cause (text named .air)."""
     model = proto.ModelDef()
     try:
-        model.ParseFromString(bytes(data))
+        model.ParseFromString(data)
     except (message.DecodeError, RecursionError, ValueError) as e:
-        raise GraphError(f"not a valid binary ge.proto.ModelDef: {e}") from None
-    return from_model_def(model)
+        raise GraphError(f"not a valid binary ge.proto.ModelDef: {e}" if path is None else f"graph file {path!r} is "
+                         f"not a valid binary ge.proto.ModelDef ({e}); a text-format graph should be named .pbtxt") \
+            from None
+    return model
 
 
 def loads_text(text: str) -> Graph:
@@ -296,5 +303,5 @@ def load(path: str) -> Graph:
         return loads_text(text)
     if path.endswith(".air"):
         with open(path, "rb") as f:
-            return loads(f.read())
+            return from_model_def(_binary(f.read(), path))
     raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")

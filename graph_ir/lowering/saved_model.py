@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -40,15 +40,23 @@ def parse_input_shapes(given: str | Mapping[str, Any]) -> dict[str, tuple[int, .
                             f"{type(given).__name__}")
     shapes = {}
     for name, dims in items:
-        values = [int(d) for d in dims.split(",")] if isinstance(dims, str) and dims else \
-            ([] if isinstance(dims, str) else list(dims))
-        if not isinstance(name, str) or not all(isinstance(d, int) and d >= -1 for d in values):
-            raise LoweringError(f"input shape of {name!r} is {dims!r}; expected dims >= 0, or -1 for a dim known "
-                                "only at run time")
+        values = _dims(dims)
+        if not isinstance(name, str) or values is None or \
+                not all(isinstance(d, int) and not isinstance(d, bool) and d >= -1 for d in values):
+            raise LoweringError(f"input shape of {name!r} is {dims!r:.80}; expected dims >= 0, or -1 for a dim known "
+                                "only at run time, as a sequence of ints or a string \"d0,d1,...\"")
         if name in shapes:
             raise LoweringError(f"input shape of {name!r} is given twice")
         shapes[name] = tuple(None if d == -1 else d for d in values)  # TF's unknown dim
     return shapes
+
+
+def _dims(dims: Any) -> list[Any] | None:
+    """The dims of one shape given as "d0,d1,..." or as a sequence; None if it is neither (None, 5, "abc")."""
+    if isinstance(dims, str):
+        text = dims.replace(" ", "")
+        return [int(d) for d in text.split(",")] if text and _DIMS.match(text) else [] if not text else None
+    return list(dims) if isinstance(dims, Iterable) and not isinstance(dims, (bytes, Mapping)) else None
 
 
 def _arguments(concrete) -> tuple[list[tuple[str, tf.TensorSpec]], bool]:
@@ -133,9 +141,9 @@ def saved_model_function(path: str, signature: str = "serving_default") -> tuple
     concretes = list(getattr(attribute, "concrete_functions", []) or [])
     if len(concretes) == 1:
         return loaded, concretes[0]
-    known = sorted([*getattr(loaded, "signatures", {}),
+    known = sorted({*getattr(loaded, "signatures", {}),
                     *(n for n in dir(loaded) if not n.startswith("_") and hasattr(getattr(loaded, n, None),
-                                                                                  "concrete_functions"))])
+                                                                                  "concrete_functions"))})
     if len(concretes) > 1:
         raise LoweringError(f"SavedModel {os.fspath(path)!r}: function {signature!r} was saved with "
                             f"{len(concretes)} traces; save it with one input_signature")

@@ -24,8 +24,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 from graph_ir.dynamic import is_template
 from graph_ir.executors import control as control_flow
 from graph_ir.executors import run_settings
-from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE
+from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step
 from graph_ir.ir.dtypes import as_dtype
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.frozen import unheld_message
@@ -146,6 +147,12 @@ class Session:
     def run_graph(self, graph_id: int, inputs: Sequence[Any] = ()) -> list[np.ndarray]:
         """Runs graph `graph_id` with `inputs` (a list, fed to the Data nodes by index); returns copies of its
         outputs."""
+        return self.run_graph_wrapped(graph_id, inputs, None)
+
+    def run_graph_wrapped(self, graph_id: int, inputs: Sequence[Any], wrap: Callable[[Step], Step] | None) \
+            -> list[np.ndarray]:
+        """run_graph, each step of the run's plan (its root graph's) replaced by wrap(step): the hook
+        graph_ir/compare observes a run through, the plan a template graph's at the call's input shapes."""
         _check_graph_id(graph_id)
         if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
             raise TypeError(f"run_graph: inputs must be a list of arrays, got {type(inputs).__name__}")
@@ -155,6 +162,8 @@ class Session:
             entry = self._plans[graph_id]
             planned = entry.plan_for(inputs) if isinstance(entry, ShapePlans) else entry
             feeds = self._feeds(planned, inputs)
+            if wrap is not None:
+                planned = dataclasses.replace(planned, steps=[wrap(step) for step in planned.steps])
             control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
             with run_settings.applied(self.blas_threads, self.threads, self.keep_memory):
                 outputs = self._run(planned, feeds)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 
 import numpy as np
 import pytest
 
 from graph_ir.__main__ import main
 from graph_ir.compare import COLUMNS, read_dump_folder, write_dump
-from tests.graph_ir.test_compare_dumps import _lowered_cnn
+from tests.graph_ir.test_compare_dumps import _lowered_cnn, unknown_rows_case
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +75,34 @@ def test_msaccucmp_reads_our_dump_files_where_installed(dumped):
     except compare_error as e:  # raised when the CANN library is missing
         pytest.skip(f"msaccucmp cannot parse dump files without CANN here: {e!r}")
     assert parsed.op_name == dump.op_name
+
+
+def test_a_graph_with_unknown_dims_writes_and_compares_as_its_static_graph(tmp_path, capsys):
+    _, template, static, batch = unknown_rows_case()
+    np.savez(str(tmp_path / "inputs.npz"), *batch)
+    tables = []
+    for name, graph in (("template", template), ("static", static)):
+        graph.save(str(tmp_path / f"{name}.air"))
+        args = [str(tmp_path / f"{name}.air"), str(tmp_path / name), "--inputs", str(tmp_path / "inputs.npz")]
+        assert main(["compare", *args, "--write-dumps"]) == 0
+        capsys.readouterr()
+        assert main(["compare", *args, "--tolerance", "0"]) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1] and "first departure: none" in tables[0]
+    names = [sorted(read_dump_folder(str(tmp_path / name))) for name in ("template", "static")]
+    assert names[0] == names[1] and names[0]
+
+
+def test_inputs_of_a_wrong_dtype_or_kind_are_one_line_naming_the_file(tmp_path, capsys):
+    _, template, _, batch = unknown_rows_case()
+    template.save(str(tmp_path / "g.air"))
+    np.savez(str(tmp_path / "wide.npz"), *[x.astype(np.float64) for x in batch])
+    np.save(str(tmp_path / "x.npy"), batch[0])
+    for inputs, pattern in (("wide.npz", (r"input 0 \(.*\) from '.*wide\.npz' array 0: dtype float64, the graph wants "
+                                         r"float32")),
+                            ("x.npy", r"inputs '.*x\.npy': an \.npy array where an \.npz archive is expected")):
+        capsys.readouterr()
+        assert main(["compare", str(tmp_path / "g.air"), str(tmp_path / "d"), "--inputs", str(tmp_path / inputs),
+                     "--write-dumps"]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert re.search(r"^python -m graph_ir compare: error: " + pattern, line), line

@@ -157,3 +157,34 @@ def test_hostile_files_are_refused_naming_file_and_field(tmp_path, case):
     assert peak < 64 * os.path.getsize(path) + 2**20, (peak, os.path.getsize(path))
     with pytest.raises(GraphError, match="dump file"):  # a folder holding it is refused alike
         read_dump_folder(os.path.dirname(path))
+
+
+def unknown_rows_case():
+    """A dense step lowered with unknown rows (-1) and with 5 rows, and its batch: compare takes both alike."""
+    kernel = tf.Variable(np.random.default_rng(3).normal(size=(3, 4)).astype(np.float32))
+
+    @tf.function
+    def step(x):
+        return tf.reduce_sum(tf.nn.softmax(tf.nn.relu(tf.matmul(x, kernel) + 0.5)), axis=1)
+
+    x = np.random.default_rng(4).normal(size=(5, 3)).astype(np.float32)
+    template = from_tensorflow(step, tf.TensorSpec((None, 3), tf.float32))
+    static = from_tensorflow(step, tf.TensorSpec((5, 3), tf.float32))
+    return step, template, static, [x]
+
+
+def test_a_graph_with_unknown_dims_writes_and_compares_dumps_as_its_static_graph(tmp_path):
+    _, template, static, batch = unknown_rows_case()
+    assert any(d < 0 for n in template.nodes_of_type("Data") for d in n.output_descs[0].shape)
+    written = {g: write_dumps(graph, batch, str(tmp_path / g)) for g, graph in (("t", template), ("s", static))}
+    assert written["t"] and len(written["t"]) == len(written["s"])
+    ours, theirs = read_dump_folder(str(tmp_path / "t")), read_dump_folder(str(tmp_path / "s"))
+    assert ours.keys() == theirs.keys()
+    for name, dump in ours.items():
+        for got, want in zip(dump.outputs, theirs[name].outputs, strict=True):
+            assert got.shape == want.shape and got.tobytes() == want.tobytes(), name
+    rows = {g: compare_dumps(graph, batch, str(tmp_path / "s"), tolerance=0.0).rows
+            for g, graph in (("t", template), ("s", static))}
+    assert [(r.ge_node, r.output, r.shape, r.within) for r in rows["t"]] == \
+        [(r.ge_node, r.output, r.shape, r.within) for r in rows["s"]]
+    assert rows["t"] and all(r.within and r.metrics.scale_error == 0 for r in rows["t"])

@@ -179,3 +179,13 @@ def test_a_mixed_bfloat16_step_is_within_at_every_node():
     assert any(r.dtype == "bfloat16" and r.tolerance == float(np.finfo(ml_dtypes.bfloat16).eps)
                for r in comparison.rows)  # a product in bfloat16: one rounding of it
     assert all(r.tolerance == tolerances.STEP_HALF for r in comparison.rows if r.ge_type == "Variable")
+
+
+def test_compare_step_on_a_graph_with_unknown_dims_gives_the_static_graphs_rows():
+    from tests.graph_ir.test_compare_dumps import unknown_rows_case
+
+    step, template, static, batch = unknown_rows_case()
+    rows = {g: compare_step(step, *batch, graph=graph).rows for g, graph in (("t", template), ("s", static))}
+    assert rows["t"] and [(r.ge_node, r.output, r.shape, r.metrics) for r in rows["t"]] == \
+        [(r.ge_node, r.output, r.shape, r.metrics) for r in rows["s"]]
+    assert all(r.within for r in rows["t"])

@@ -96,7 +96,10 @@ def test_a_concrete_function_with_a_none_batch_takes_input_shapes():
     # others (AMD EPYC), and a batch TF sees unknown takes another oneDNN kernel.
     np.testing.assert_allclose(_session(graph).run_graph(0, [x])[0], fn(tf.constant(x)).numpy(), rtol=1e-6)
     # Left unknown (or given as -1, as ATC takes it), the batch is GE's -1 and every batch size runs.
-    for given in (None, "x:-1,3", {"x": (-1, 3)}):
+    for given in ({"x": None}, {"x": "7,abc"}):  # the documented LoweringError, not a bare TypeError/ValueError
+        with pytest.raises(graph_ir.LoweringError, match=r"input shape of 'x' is .*; expected dims >= 0"):
+            graph_ir.from_tensorflow(fn, input_shapes=given)
+    for given in (None, "x:-1,3", {"x": (-1, 3)}, {"x": "-1,3"}):
         graph = graph_ir.from_tensorflow(fn, input_shapes=given)
         assert graph.nodes["x"].output_descs[0].shape == (-1, 3)
         session = _session(graph)
@@ -112,6 +115,10 @@ def test_a_concrete_function_with_a_none_batch_takes_input_shapes():
     ({"x": (8, 1.5)}, r"input shape of 'x' is \(8, 1.5\)"),
     ("x:8;x:9", r"input shape of 'x' is given twice"),
     (8, r"input_shapes must be a str"),
+    ({"x": None}, r"input shape of 'x' is None; expected dims >= 0, or -1 .* a sequence of ints or a string"),
+    ({"x": "abc"}, r"input shape of 'x' is 'abc'; expected dims >= 0, or -1"),
+    ({"x": 5}, r"input shape of 'x' is 5; expected"),
+    ({"x": (8, True)}, r"input shape of 'x' is \(8, True\)"),
 ])
 def test_input_shape_strings_are_checked(given, match):
     with pytest.raises(graph_ir.LoweringError, match=match):
@@ -122,8 +129,10 @@ def test_saved_model_refusals_name_what_is_wrong(serving_model, tmp_path):
     (name,) = tf.saved_model.load(serving_model).signatures["serving_default"].structured_input_signature[1]
     with pytest.raises(graph_ir.LoweringError, match=r"SavedModel '.*nowhere': no such directory"):
         graph_ir.from_saved_model(str(tmp_path / "nowhere"))
-    with pytest.raises(graph_ir.LoweringError, match=r"has no signature or function 'predict'; it has \['serve"):
+    with pytest.raises(graph_ir.LoweringError, match=r"has no signature or function 'predict'; it has \['serve") as e:
         graph_ir.from_saved_model(serving_model, "predict")
+    listed = str(e.value).rpartition("it has ")[2]
+    assert listed == "['serve', 'serving_default']", listed  # each once: 'serve' is a signature and a function
     with pytest.raises(graph_ir.LoweringError, match=r"input_shapes names \['image'\], which the function does not"):
         graph_ir.from_saved_model(serving_model, input_shapes="image:1,32,32,3")
     with pytest.raises(graph_ir.LoweringError, match=r"input shape \[1, 16, 16, 3\] does not fit"):

@@ -1,5 +1,5 @@
 """Every fenced ```python block of the README and of the docs/ pages it links runs as written, in a fresh process
-(imports included)."""
+(imports included); every relative link of those pages points to a file."""
 
 from __future__ import annotations
 
@@ -29,6 +29,20 @@ def test_the_readme_leads_with_python_examples_and_links_every_page():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
     assert all(f"]({page})" in readme for page in PAGES[1:])
+
+
+def test_every_relative_link_points_to_a_file():
+    """A link is relative to its page's folder: docs/x.md written inside docs/ is docs/docs/x.md, broken."""
+    broken = []
+    for page in PAGES:
+        with open(os.path.join(ROOT, page)) as f:
+            text = re.sub(r"^```.*?^```$", "", f.read(), flags=re.DOTALL | re.MULTILINE)  # code is not links
+        for target in re.findall(r"\[[^\]]*\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)", text):
+            path = target.split("#")[0]
+            if path and not re.match(r"^[a-z][a-z0-9+.-]*:", path) and \
+                    not os.path.exists(os.path.join(ROOT, os.path.dirname(page), path)):
+                broken.append(f"{page}: {target}")
+    assert not broken, broken
 
 
 @pytest.mark.parametrize("index", range(len(_blocks())))
