@@ -40,7 +40,7 @@ from graph_ir.ir.errors import GraphError
 from graph_ir.ir.frozen import unheld_message
 from graph_ir.ir.graph import Graph
 from graph_ir.ir.verify import is_int
-from graph_ir.runtime.planner import Plan, plan
+from graph_ir.runtime.planner import BASE_RUN_BYTES, Plan, plan
 from graph_ir.runtime.shape_plans import DEFAULT_MAX_PLANS, ShapePlans
 
 
@@ -129,19 +129,19 @@ class Session:
                 dtype_name = str(array.dtype)
             if dtype_name != desc.dtype.name:
                 raise TypeError(f"{name} has dtype {dtype_name}, expected {desc.dtype}")
-            if node.type == "RefData":
-                if not isinstance(value, np.ndarray) or not value.flags.writeable or not value.flags.c_contiguous \
-                        or not value.dtype.isnative:
-                    raise ValueError(f"{name} must be a writable C-contiguous array in native byte order: it is "
-                                     "updated in place")
-            else:
-                array = np.array(array, dtype=desc.dtype.numpy, copy=True, order="C")  # the graph's own copy
-            if array.shape != desc.shape:
-                if array.size == 1 and desc.num_elements == 1 and node.type == "Data":
-                    array = array.reshape(desc.shape)
-                else:
-                    raise ValueError(f"{name} has shape {list(array.shape)}, expected {list(desc.shape)}")
-            feeds[node.name] = array
+            if node.type == "RefData" and (not isinstance(value, np.ndarray) or not value.flags.writeable
+                                           or not value.flags.c_contiguous or not value.dtype.isnative):
+                raise ValueError(f"{name} must be a writable C-contiguous array in native byte order: it is "
+                                 "updated in place")
+            if array.shape != desc.shape and not (array.size == 1 and desc.num_elements == 1 and node.type == "Data"):
+                raise ValueError(f"{name} has shape {list(array.shape)}, expected {list(desc.shape)}")
+            if node.type != "RefData":
+                try:
+                    array = np.array(array, dtype=desc.dtype.numpy, copy=True, order="C")  # the graph's own copy
+                except MemoryError:
+                    raise MemoryError(f"{name}: no memory for the session's copy of it ({array.nbytes} bytes)") \
+                        from None
+            feeds[node.name] = array.reshape(desc.shape) if array.shape != desc.shape else array
         return feeds
 
     def run_graph(self, graph_id: int, inputs: Sequence[Any] = ()) -> list[np.ndarray]:
@@ -159,6 +159,7 @@ class Session:
         with self._lock:
             if graph_id not in self._plans:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
+            _check_backed(inputs, self._max_run_bytes)
             entry = self._plans[graph_id]
             planned = entry.plan_for(inputs) if isinstance(entry, ShapePlans) else entry
             feeds = self._feeds(planned, inputs)
@@ -242,3 +243,19 @@ def _copy_outputs(arrays: list[np.ndarray]) -> list[np.ndarray]:
             copies[key] = np.array(a, copy=True, order="C")
         out.append(copies[key].reshape(a.shape))
     return out
+
+
+def _check_backed(inputs: Sequence[Any], limit: int | None) -> None:
+    """Refuses, before anything is copied or planned, a fed array that stands for more elements than memory backs
+    (a broadcast or zero-stride view) when its copy would exceed the run bound (max_run_bytes, else BASE_RUN_BYTES):
+    the Session copies its inputs, and a view of a few bytes must not raise the bound along with its own size."""
+    bound = BASE_RUN_BYTES if limit is None else limit
+    for k, value in enumerate(inputs):
+        if not isinstance(value, np.ndarray) or value.size == 0:
+            continue
+        backed = value.itemsize + sum((d - 1) * abs(s) for d, s in zip(value.shape, value.strides))
+        if value.nbytes > backed and value.nbytes > bound:
+            raise ValueError(f"input {k} is a view of {backed} bytes standing for {value.size} elements "
+                             f"({value.nbytes} bytes; shape {list(value.shape)}, strides {list(value.strides)}): the "
+                             f"session copies its inputs, and this copy is above the bound of {bound} bytes; pass an "
+                             "array that holds its elements, or raise graph_ir.Session(max_run_bytes=...)")

@@ -174,3 +174,22 @@ def test_memory_follows_the_call(tmp_path):
     base, big, small = (float(v) for v in done.stdout.split())
     assert big - base >= 200, (base, big, small)  # the big call's pages were held after it
     assert small - base <= 0.25 * (big - base), (base, big, small)  # and given back after the small one
+
+
+@pytest.mark.parametrize("batch", [2**20, None])
+def test_a_huge_broadcast_view_is_refused_by_name_before_it_is_copied(batch):
+    """A zero-stride view of 2^40 elements holds 4 bytes: the Session copies its inputs, so the view is refused,
+    naming the input, before anything is copied or planned. With a None batch (GE's -1) its shape would otherwise
+    plan an instance whose bound grows with the input; a static graph declaring such an input is allowed as a graph
+    (its declared inputs count in its bound), not such a feed. A broadcast view within the bound runs as in TF."""
+    fn = tf.function(lambda x: tf.reduce_sum(x))
+    graph = graph_ir.from_tensorflow(fn, tf.TensorSpec((batch, 2**20), tf.float32))
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    huge = np.broadcast_to(np.float32(1.0), (2**20, 2**20))
+    with pytest.raises(ValueError, match=r"input 0 is a view of 4 bytes standing for 1099511627776 elements "
+                                         r"\(4398046511104 bytes; .*strides \[0, 0\]\).*copies its inputs"):
+        session.run_graph(0, [huge])
+    if batch is None:
+        small = np.broadcast_to(np.float32(0.5), (3, 2**20))
+        np.testing.assert_allclose(session.run_graph(0, [small])[0], fn(small).numpy(), rtol=1e-6)

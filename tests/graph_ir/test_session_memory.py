@@ -85,3 +85,4 @@ def test_a_ragged_list_input_names_its_index():
     session.add_graph(0, graph)
     with pytest.raises(ValueError, match=r"input 0 \(in0\) is not an array of one shape and dtype"):
         session.run_graph(0, [[[1.0, 2.0], [3.0]]])
+
