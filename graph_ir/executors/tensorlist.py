@@ -192,7 +192,11 @@ def _stack(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
                          f"list with {lst.length} elements")
     store, shape = list_store.current(node, lst.version), node.output_descs[0].shape
     data = store.data
-    if data is None or data.dtype == object:  # nothing set yet, or elements of several shapes: one by one
+    if data is None:  # nothing set yet: every element reads as zeros, checked once (TF too returns at once)
+        if want:
+            _zeros(node, lst, shape[1:])
+        return [np.zeros(shape, dtype=lst.element_dtype)]
+    if data.dtype == object:  # elements of several shapes: one by one
         out = np.empty(shape, dtype=lst.element_dtype)
         for k in range(want):
             out[k] = _item(node, lst, k)

@@ -114,8 +114,18 @@ def zero_size() -> Graph:
     return root
 
 
+def reserved_empty() -> Graph:
+    """TensorListReserve(2**24) of elements of shape [0], none set, stacked: a file of a few hundred bytes."""
+    with Graph("reserved_empty") as root:
+        listed = ops.TensorListReserve(Const(np.array([0], np.int32)), _int(BIG), element_dtype="float32")
+        stacked = ops.TensorListStack(listed, Const(np.array([0], np.int32)), element_dtype="float32",
+                                      num_elements=BIG)
+        root.set_outputs([ops.Shape(stacked)])
+    return root
+
+
 CASES = {f.__name__: f for f in (spin, fill_state, push, set_reserved, sixteen_lists, many_reserved, from_fill,
-                                 zero_size)}
+                                 zero_size, reserved_empty)}
 
 
 def measure(case: str, timeout: float = 60) -> dict:
