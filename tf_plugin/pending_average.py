@@ -4,7 +4,8 @@ variables inside the first traced train step, and Keras builds the optimizer in 
 Their part of s then starts at zero and the step copies the variable into it while the optimizer has made no update
 yet (``iterations`` below the first update, as Keras's own ``use_ema`` average starts at its first step), just
 before the fused op. The result is the same, bit for bit, as a build outside the step. Variables that have a value
-at build are copied then, as before, and their steps carry no copy. The TF1 optimizer (tf_plugin/compat/v1.py)
+at build are copied then, as before, and their steps carry no copy; nor does a step traced after the first update
+(graph_ir's lowering traces such a step again, so that it lowers as the step of a model built beforehand). The TF1 optimizer (tf_plugin/compat/v1.py)
 does the same at its iteration 0 with the helpers here."""
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def initialized(variable: Any) -> bool:
             return True
 
 
+PENDING_SCOPE = "pending_ema_copy"  # the name scope of the first step's copy (graph_ir's lowering looks for it)
+
+
 def when(condition: Any, action: Callable[[], Any]) -> list:
     """Runs `action` for its effect where `condition` holds; returns what the update must wait for (nothing
     eagerly, where it has run)."""
@@ -35,7 +39,8 @@ def when(condition: Any, action: Callable[[], Any]) -> list:
     def run():
         action()  # both branches return nothing
 
-    done = tf.cond(condition, run, lambda: None)
+    with tf.name_scope(PENDING_SCOPE):
+        done = tf.cond(condition, run, lambda: None)
     return [] if done is None else [done]
 
 
@@ -55,6 +60,16 @@ class PendingAverageMixin:
     def _find_pending_averages(self, var_list: Sequence[Any]) -> None:
         self._pending_averages = frozenset(i for i, v in enumerate(var_list) if not initialized(v))
 
+    def _settle_pending_averages(self) -> None:
+        """Forgets the pending copies once the first update is behind (iterations only grows): a step traced
+        after it carries no copy, so it lowers to GE as a step of a model built beforehand does."""
+        if not self._pending_averages or not tf.compat.v1.executing_eagerly_outside_functions():
+            return
+        with tf.init_scope():
+            done = int(tf.convert_to_tensor(self.iterations)) >= (self.gradient_accumulation_steps or 1)
+        if done:
+            self._pending_averages = frozenset()
+
     def _before_first_update(self) -> tf.Tensor:
         # Keras runs the update step only every gradient_accumulation_steps iterations.
         first = self.gradient_accumulation_steps or 1
@@ -63,6 +78,7 @@ class PendingAverageMixin:
     def _start_pending_flat(self, s: Any, dtype: str) -> list:
         """The ops that copy the group's pending variables into the flat s (none when there are none)."""
         group = self._layout.groups[dtype]
+        self._settle_pending_averages()
         if not any(i in self._pending_averages for i in group):
             return []
         parts = [(self._layout.places[i].offset, self._layout.places[i].size,
@@ -71,6 +87,7 @@ class PendingAverageMixin:
 
     def _start_pending_variable(self, average: Any, variable: Any, index: int) -> list:
         """The op that copies a pending variable into its own slot s (per-variable state)."""
+        self._settle_pending_averages()
         if index not in self._pending_averages:
             return []
         return when(self._before_first_update(), lambda: average.assign(tf.convert_to_tensor(variable)))

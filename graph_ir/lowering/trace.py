@@ -77,6 +77,8 @@ def prepare(fn: Any, args: tuple, fetches: Sequence | Any = None, session: Any =
         name = getattr(getattr(fn, "python_function", None), "__name__", None) or getattr(fn, "__name__", "function")
         try:
             concrete = fn.get_concrete_function(*args)
+            if _copies_pending_averages(concrete) and hasattr(fn, "_clone"):
+                concrete = fn._clone(python_function=fn.python_function).get_concrete_function(*args)
         except Exception as e:  # the user's function or arguments: said as a LoweringError, TF's error chained
             raise LoweringError(f"tracing {name} with arguments {_describe(args)} failed: {type(e).__name__}: "
                                 f"{e}") from e
@@ -85,6 +87,16 @@ def prepare(fn: Any, args: tuple, fetches: Sequence | Any = None, session: Any =
         raise ArgumentKindError("arguments are only used to trace a tf.function; a ConcreteFunction is already "
                                 "traced")
     return _from_function(fn, None)
+
+
+# tf_plugin's FusedEmaAdam copies the weights of a model built inside its first traced step (no keras.Input) into
+# its EMA slot at the first update, under this name scope (tf_plugin/pending_average.py, PENDING_SCOPE). A trace made
+# after that update has no copy: the step is traced again (with the tf.function's own options) to lower that one.
+PENDING_SCOPE = "pending_ema_copy"
+
+
+def _copies_pending_averages(concrete: Any) -> bool:
+    return any(f"/{PENDING_SCOPE}/" in f"/{op.name}" for op in concrete.graph.get_operations())
 
 
 def _describe(args: tuple) -> str:

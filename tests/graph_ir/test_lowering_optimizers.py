@@ -12,7 +12,9 @@ import tensorflow as tf
 
 import graph_ir
 from op_spec.reference import random_tensor
+from tests.helpers import train_steps
 from tests.helpers.lowering import captured, run_side_by_side
+from tests.helpers.models import seeded_dense_model
 from tf_plugin import sign_decay
 from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
@@ -103,3 +105,31 @@ def test_multi_tensor_step_with_a_variable_left_out_and_no_decay(tmp_path):
     np.testing.assert_array_equal(variables[1].numpy(), b_before)  # left out: untouched in TF, absent in GE
     m = next(v for v in flat if v.name.startswith("m_")).numpy()
     np.testing.assert_array_equal(m[15:19], 0.0)
+
+
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "per_variable"])
+@pytest.mark.parametrize("use_ema", [False, True], ids=["s", "use_ema"])
+def test_a_model_without_keras_input_lowers_after_its_first_step(flat, use_ema, tmp_path):
+    """A model without keras.Input builds its variables, and FusedEmaAdam its slots, inside the first traced step,
+    whose EMA slot copies the weights at the first update under a tf.cond (tf_plugin/pending_average.py). Lowered
+    after that step, as the README says, the step is traced again without the copy (it is behind) and runs K steps
+    in the Session as in TF: every weight, slot and counter within 1e-5 of its scale."""
+    model = seeded_dense_model(with_input=False)
+    optimizer = FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.8, use_ema=use_ema, flat_state=flat)
+    step = train_steps.train_step(model, keras.losses.MeanSquaredError(), optimizer)
+    specs = [tf.TensorSpec((6, 5), tf.float32), tf.TensorSpec((6, 3), tf.float32)]
+    batch = train_steps.batches(9, *specs)
+    step(*batch(-2))  # the first step: builds the variables and the slots, and copies the weights into s
+    state = [*model.variables, *optimizer.variables]
+    graph, differences, loss = train_steps.lower_and_compare(step, specs, batch, state, str(tmp_path))
+    # 4 weights, the iteration count and the slots m, v and s: flat (one of each) or per variable
+    assert len(differences) == 5 + (3 if flat else 3 * 4), sorted(differences)
+    assert not any("pending_ema_copy" in n for n in graph.nodes), "the first step's copy was lowered"
+    assert max(differences.values()) <= 1e-5 and loss <= 1e-5, (differences, loss)
+
+
+def test_the_lowering_knows_the_scope_of_the_first_steps_copy():
+    from graph_ir.lowering import trace
+    from tf_plugin import pending_average
+
+    assert trace.PENDING_SCOPE == pending_average.PENDING_SCOPE
