@@ -66,6 +66,20 @@ def variable_owning(handle) -> tf.Variable | None:
     return None
 
 
+def _is_table(handle) -> bool:
+    """Whether a captured resource is a tf.lookup table: read by LookupTable ops (directly, or through Identity)."""
+    seen, todo = set(), [handle]
+    while todo:
+        tensor = todo.pop()
+        for consumer in tensor.consumers():
+            if consumer.type.startswith("LookupTable"):
+                return True
+            if consumer.type == "Identity" and consumer.name not in seen:
+                seen.add(consumer.name)
+                todo.extend(consumer.outputs)
+    return False
+
+
 def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any]], set[str],
                                             dict[str, np.ndarray]]:
     """The captured variables of a traced function: {placeholder name: (GE name, current value, tf.Variable)}, the
@@ -85,6 +99,8 @@ def function_variables(func_graph) -> tuple[dict[str, tuple[str, np.ndarray, Any
         if var is not None:
             value = np.array(var.numpy(), copy=True)
             variables[internal.op.name] = (ge_name(variable_key(var), var.name), value, var)
+        elif internal.dtype == tf.resource and _is_table(internal):
+            continue  # its LookupTable ops are refused by name, with the way out (graph_ir/lowering/ops)
         elif internal.dtype == tf.resource:
             raise LoweringError(f"captured resource {internal.op.name!r} is not a tf.Variable of the function")
         elif internal.dtype != tf.variant and isinstance(external, tf.__internal__.EagerTensor):  # a fixed value

@@ -130,9 +130,11 @@ class Lowerer(LoweringContext):
             if name in visiting:
                 raise LoweringError(f"the TF graph has a cycle through node {name!r} ({self.nodes[name].op}): "
                                     "control flow loops cannot be lowered")
+            node = self.nodes[name]
+            if node.op in ops.HOST_TABLE_OPS:  # refused before its table handle (no tf.Variable) is reached
+                raise LoweringError(ops.refusal(node.op, name, is_stateful(node.op)))
             visiting.add(name)
             stack.append((name, True))
-            node = self.nodes[name]
             skip = set(flat_inputs(node)) if node.op in MULTI_LOWERINGS else set()  # split, never lowered whole
             if node.op in ops.CHECKED_WHEN_LOWERING:  # only the condition (and the control inputs)
                 skip.update(t for t in node.input[1:] if not t.startswith("^"))

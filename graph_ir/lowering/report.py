@@ -125,6 +125,10 @@ def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: An
     if unknown:
         found["Placeholder"] = unknown
         reasons["Placeholder"] = "an argument of unknown rank: give its rank (None for each dim known only at run time)"
+    if step.refused:  # arguments that cannot be GE inputs (a string batch), each said why
+        found.setdefault("Placeholder", []).extend(step.refused)
+        reasons["Placeholder"] = "; ".join([*([reasons["Placeholder"]] if "Placeholder" in reasons else []),
+                                            *step.refused.values()])
     if not found:
         try:
             from_tensorflow(fn, *args, fetches=fetches, session=session)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,7 @@ class Step:
     variables: dict[str, tuple[str, np.ndarray, Any]]
     outputs: list[str]
     must_run: list[str]
+    refused: dict[str, str] = field(default_factory=dict)  # arguments that cannot be GE inputs (listing only)
 
 
 def _is_function(fn: Any) -> bool:
@@ -82,11 +83,11 @@ def prepare(fn: Any, args: tuple, fetches: Sequence | Any = None, session: Any =
         except Exception as e:  # the user's function or arguments: said as a LoweringError, TF's error chained
             raise LoweringError(f"tracing {name} with arguments {_describe(args)} failed: {type(e).__name__}: "
                                 f"{e}") from e
-        return _from_function(concrete, args)
+        return _from_function(concrete, args, strict=values)
     if args:
         raise ArgumentKindError("arguments are only used to trace a tf.function; a ConcreteFunction is already "
                                 "traced")
-    return _from_function(fn, None)
+    return _from_function(fn, None, strict=values)
 
 
 # tf_plugin's FusedEmaAdam copies the weights of a model built inside its first traced step (no keras.Input) into
@@ -104,7 +105,9 @@ def _describe(args: tuple) -> str:
     return f"({text[:300]})"
 
 
-def _from_function(concrete, call_args: tuple | None) -> Step:
+def _from_function(concrete, call_args: tuple | None, strict: bool = True) -> Step:
+    """The Step of a ConcreteFunction; not `strict` (graph_ir.missing_ops), arguments that cannot be GE inputs are
+    listed in Step.refused instead of refused at once."""
     func_graph = concrete.graph
     graph_def, stateful_calls, renamed = inline_calls(func_graph.as_graph_def())
     variables, captured, constants = function_variables(func_graph)
@@ -113,14 +116,20 @@ def _from_function(concrete, call_args: tuple | None) -> Step:
     by_argument = _argument_variables(concrete, call_args, inputs)
     for name, var in by_argument.items():
         variables[name] = (ge_name(variable_key(var), var.name), np.array(var.numpy(), copy=True), var)
+    refused = {}
     for tensor in inputs:
         if tensor.op.name not in by_argument:
-            _check_argument(tensor)
+            try:
+                _check_argument(tensor)
+            except LoweringError as e:
+                if strict:
+                    raise
+                refused[tensor.op.name] = str(e)
     args = [t.op.name for t in inputs if t.op.name not in by_argument]
     outputs = [renamed(t.name) for t in func_graph.outputs if t.dtype != tf.resource]
     must_run = [n.name for n in graph_def.node if is_stateful(n.op) and n.op != "Placeholder"] + stateful_calls
     must_run += [op.name for op in getattr(func_graph, "control_outputs", [])]
-    return Step(func_graph.name, graph_def, args, variables, outputs, must_run)
+    return Step(func_graph.name, graph_def, args, variables, outputs, must_run, refused)
 
 
 def _embed_constants(graph_def, constants: dict[str, np.ndarray]) -> None:
@@ -168,6 +177,11 @@ def _check_argument(tensor) -> None:
         raise LoweringError(f"argument {name!r} is a {dtype.name} tensor (a tf.data iterator or dataset, or a "
                             "resource other than a tf.Variable), which cannot be an input of a GE graph; "
                             f"{_BATCH_HINT}")
+    if dtype == tf.string:
+        raise LoweringError(f"argument {name!r} is a string tensor, which GE graphs take none of: on Ascend, string "
+                            "preprocessing (keras.layers.StringLookup, tf.strings) runs in the input pipeline; move it "
+                            "into tf.data (dataset.map(lambda x, y: (lookup(x), y))) and lower the step from its "
+                            "numeric output")
     if dtype.name not in TENSOR_DTYPES:
         raise LoweringError(f"argument {name!r} has dtype {dtype.name}, which graph_ir has no GE type for; it takes "
                             f"{', '.join(TENSOR_DTYPES)}")

@@ -72,7 +72,7 @@ def test_an_iterator_and_a_string_argument_are_refused_naming_them():
     def with_label(label, x):
         return x * 2.0
 
-    with pytest.raises(graph_ir.LoweringError, match=r"argument 'label' has dtype string, which graph_ir has no GE"):
+    with pytest.raises(graph_ir.LoweringError, match=r"argument 'label' is a string tensor, which GE graphs take none"):
         graph_ir.from_tensorflow(with_label, tf.TensorSpec((), tf.string), tf.TensorSpec((3,), tf.float32))
 
 
@@ -151,3 +151,48 @@ def test_keras_iterator_function_lowers_on_a_dataset_with_a_static_batch():
     ragged = tf.data.Dataset.from_tensor_slices(data).batch(6)
     graph = graph_ir.from_tensorflow(model.train_function, ragged)
     assert [n.output_descs[0].shape for n in graph.nodes.values() if n.type == "Data"] == [(-1, 12), (-1,)]
+
+
+def _lookup_model() -> tuple[keras.layers.StringLookup, keras.Model]:
+    """keras.io's wide-and-deep idiom in small: a StringLookup on a string feature, an Embedding and a Dense."""
+    lookup = keras.layers.StringLookup(vocabulary=["a", "b", "c"])
+    tokens = keras.Input((2,), dtype="int64")
+    body = keras.Model(tokens, keras.layers.Dense(1)(keras.layers.Flatten()(keras.layers.Embedding(5, 4)(tokens))))
+    return lookup, body
+
+
+def test_a_string_lookup_in_the_step_is_listed_with_the_way_out_and_the_way_out_lowers(tmp_path):
+    """A step taking strings through StringLookup: missing_ops lists the lookup table op and the string argument,
+    each with the way out (the lookup into tf.data), without raising; from_tensorflow refuses it naming the argument.
+    The step written that way (the lookup's int64 output as its input, as Ascend runs string work in the input
+    pipeline) lowers and runs K steps as TF does, on the lookup's output for the same strings."""
+    keras.utils.set_random_seed(3)
+    lookup, body = _lookup_model()
+    optimizer = FusedEmaAdam(0.01)
+
+    @tf.function
+    def with_strings(words, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((body(lookup(words), training=True) - y) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, body.trainable_variables), body.trainable_variables))
+        return loss
+
+    words = np.array([["a", "z"], ["c", "b"], ["", "a"], ["b", "b"]])
+    y = np.random.default_rng(3).standard_normal((4, 1)).astype(np.float32)
+    with_strings(words, y)
+    specs = [tf.TensorSpec((4, 2), tf.string), tf.TensorSpec((4, 1), tf.float32)]
+    missing = graph_ir.missing_ops(with_strings, *specs)
+    assert set(missing) == {"LookupTableFindV2", "Placeholder"} and missing["Placeholder"] == ["words"], missing
+    assert "move the lookup into tf.data" in missing.reasons["LookupTableFindV2"]
+    assert "argument 'words' is a string tensor" in missing.reasons["Placeholder"]
+    with pytest.raises(graph_ir.LoweringError, match=r"argument 'words' is a string tensor.*into tf.data"):
+        graph_ir.from_tensorflow(with_strings, *specs)
+
+    step = train_steps.train_step(body, keras.losses.MeanSquaredError(), optimizer)
+    rng = np.random.default_rng(4)
+    vocabulary = np.array(["a", "b", "c", "z", ""])
+    batch = lambda k: (lookup(vocabulary[rng.integers(0, 5, (4, 2))]).numpy(), y)  # the lookup as tf.data maps it
+    index_specs = [tf.TensorSpec((4, 2), tf.int64), tf.TensorSpec((4, 1), tf.float32)]
+    _, differences, loss = train_steps.lower_and_compare(step, index_specs, batch,
+                                                         [*body.variables, *optimizer.variables], str(tmp_path))
+    assert max(differences.values()) <= FLOAT32_TOLERANCE and loss <= FLOAT32_TOLERANCE, differences

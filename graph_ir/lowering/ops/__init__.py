@@ -54,13 +54,20 @@ LOWERINGS["DivNoNan"] = fft.complex_div_no_nan(LOWERINGS["DivNoNan"])  # complex
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
 _RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "RngReadAndSkip", "RngSkip",
            "StatefulUniform", "StatefulStandardNormalV2")
+# Ops on tf.lookup tables (captured resources that are no tf.Variable): host work, refused with REWRITES' advice.
+HOST_TABLE_OPS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2", "LookupTableImportV2",
+                  "LookupTableInsertV2", "LookupTableRemoveV2")
 _CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
 _DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
 # Ops whose condition is checked when lowering and which then become nothing (check_assert): only their first input
 # is lowered (an Assert's other inputs are its message, string Consts GE graphs here do not take).
 CHECKED_WHEN_LOWERING = ("Assert",)
 # Known rewrites of steps holding an op without a lowering (said in its refusal and by graph_ir.missing_ops).
+_HOST_TABLE = ("a lookup table (keras.layers.StringLookup, IntegerLookup, tf.lookup): on Ascend such preprocessing "
+               "runs in the input pipeline, not in the GE graph; move the lookup into tf.data "
+               "(dataset.map(lambda x, y: (lookup(x), y))) and lower the step from its output")
 REWRITES = {
+    **{op: _HOST_TABLE for op in HOST_TABLE_OPS},
     "L2Loss": ("if it comes from tf.clip_by_global_norm / tf.linalg.global_norm, clip with the Keras optimizer's "
                "global_clipnorm= instead (its norm is a sum of squares, which lowers); for tf.nn.l2_loss(x), write "
                "tf.reduce_sum(tf.square(x)) / 2"),
