@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
+
+from graph_ir.cli.tf_quiet import import_tensorflow
+from graph_ir.ir.errors import LoweringError
 
 HELP = "lower a SavedModel's signature or a frozen .pb to a GE graph (.air or .pbtxt), as ATC converts one"
 
@@ -22,12 +26,49 @@ def _source(parser: argparse.ArgumentParser) -> None:
                         help='for a .pb: the tensors to compute, ATC\'s way: "logits:0;loss:0"')
 
 
+_DIMS = re.compile(r"^-?\d+(,-?\d+)*$|^$")
+
+
+def check_input_shape(given: str) -> None:
+    """graph_ir.lowering.saved_model.parse_input_shapes' checks of an --input_shape string, with its messages, made
+    before TensorFlow is imported (a typo costs no import; tests/graph_ir/test_cli.py holds the two to the same
+    answers)."""
+    names = set()
+    for piece in filter(None, (p.strip() for p in given.split(";"))):
+        name, colon, dims = piece.rpartition(":")
+        dims = dims.replace(" ", "")
+        if not colon or not name or not _DIMS.match(dims):
+            raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, or -1 for a dim "
+                                "known only at run time, as ATC's --input_shape writes them, e.g. "
+                                "\"x:-1,224,224,3;y:-1\")")
+        if not all(int(d) >= -1 for d in filter(None, dims.split(","))):
+            raise LoweringError(f"input shape of {name!r} is {dims!r:.80}; expected dims >= 0, or -1 for a dim known "
+                                "only at run time, as a sequence of ints or a string \"d0,d1,...\"")
+        if name in names:
+            raise LoweringError(f"input shape of {name!r} is given twice")
+        names.add(name)
+
+
+def check_source(args: argparse.Namespace) -> None:
+    """What can be checked of the command line without TensorFlow: the source exists (a SavedModel directory with
+    its saved_model.pb, or a .pb file with --out_nodes) and the shape string's form."""
+    path = args.saved_model
+    if os.path.isfile(path):
+        if not args.out_nodes or not any(n.strip() for n in args.out_nodes.split(";")):
+            raise ValueError(f"{path!r} is a file: a frozen GraphDef needs --out_nodes \"name:0;...\"")
+    elif not os.path.isdir(path):
+        raise ValueError(f"SavedModel {path!r}: no such directory" + (" or file" if path.endswith(".pb") else ""))
+    elif not any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
+        raise ValueError(f"SavedModel {path!r}: the directory has no saved_model.pb (tf.saved_model.save or "
+                         "model.export writes one)")
+    if args.input_shape is not None:
+        check_input_shape(args.input_shape)
+
+
 def _frozen(args: argparse.Namespace) -> tuple[object, list[str]] | None:
     """(the GraphDef, its outputs) when the source is a frozen .pb file, else None (a SavedModel)."""
     if not os.path.isfile(args.saved_model):
         return None
-    if not args.out_nodes:
-        raise ValueError(f"{args.saved_model!r} is a file: a frozen GraphDef needs --out_nodes \"name:0;...\"")
     from graph_ir.lowering.saved_model import frozen_graph_def
 
     return frozen_graph_def(args.saved_model, args.input_shape), [n for n in args.out_nodes.split(";") if n]
@@ -39,12 +80,17 @@ def add(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import graph_ir  # lowering imports TensorFlow
-
     if os.path.splitext(args.out)[1] not in (".air", ".pbtxt"):
         raise ValueError(f"output {args.out!r}: the file name must end in .air or .pbtxt")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        raise ValueError(f"output {args.out!r}: no such directory {folder!r}")
+    check_source(args)
     start = time.monotonic()
     print(f"lowering {args.saved_model} [{args.signature}] ...", file=sys.stderr, flush=True)
+    import_tensorflow()
+    import graph_ir  # lowering imports TensorFlow
+
     frozen = _frozen(args)
     graph = graph_ir.from_tensorflow(frozen[0], fetches=frozen[1]) if frozen else \
         graph_ir.from_saved_model(args.saved_model, args.signature, input_shapes=args.input_shape)
@@ -65,6 +111,8 @@ class Missing:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        check_source(args)
+        import_tensorflow()
         import graph_ir
         from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
 

@@ -267,3 +267,88 @@ def test_a_text_graph_named_air_is_named_with_a_hint(tmp_path):
         _one_error_line(_cli(verb, str(tmp_path / "text.air"), ok=None),
                         rf"{verb}: error: graph file '.*text\.air' is not a valid binary ge\.proto\.ModelDef .*; a "
                         r"text-format graph should be named \.pbtxt")
+
+
+_REPORTS_TF = ("import atexit, sys\n"
+               "atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules, file=sys.stderr))\n"
+               "from graph_ir.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+
+
+def _cli_reporting_tf(*args: str) -> tuple[subprocess.CompletedProcess, bool]:
+    """The command line run in a subprocess that says at exit whether TensorFlow got imported."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", _REPORTS_TF, *args], capture_output=True, text=True, env=env,
+                          timeout=TIMEOUT, cwd=ROOT, check=False)
+    assert "tensorflow imported:" in done.stderr, done.stderr[-2000:]
+    return done, "tensorflow imported: True" in done.stderr
+
+
+def test_ops_prints_the_table_without_importing_tensorflow():
+    done, imported = _cli_reporting_tf("ops")
+    assert done.returncode == 0 and not imported
+    assert re.search(r"^Conv2D +Conv2D +conv$", done.stdout, flags=re.MULTILINE), done.stdout[:2000]
+
+
+def test_the_ops_table_copy_is_the_lowerings():
+    """`ops` prints graph_ir/cli/_op_rows.py; after adding a lowering: python -m graph_ir ops --regenerate."""
+    from graph_ir.cli import ops_table
+    from graph_ir.cli._op_rows import ROWS
+    from graph_ir.lowering.report import format_op_table, op_table
+
+    assert list(ROWS) == op_table(), "graph_ir/cli/_op_rows.py is stale: run python -m graph_ir ops --regenerate"
+    assert ops_table.format_rows(ROWS) == format_op_table()
+
+
+@pytest.mark.parametrize("given", ["x:8,12", "x:8,12;mask:8", " x : 8, 12 ; ", "x:", "x:-1,3", "a:b:1", "x:3,x",
+                                   "x:-2,8", "8,12", ":8", "x:8;x:9", "x:1,,2", "x:1.5", ";;", "x:8;y"])
+def test_the_cli_shape_check_answers_as_the_lowering(given):
+    """convert checks --input_shape before importing TensorFlow: the same refusals, in the same words."""
+    from graph_ir.cli.convert import check_input_shape
+    from graph_ir.ir.errors import LoweringError
+    from graph_ir.lowering.saved_model import parse_input_shapes
+
+    try:
+        parse_input_shapes(given)
+        want = None
+    except LoweringError as e:
+        want = str(e)
+    try:
+        check_input_shape(given)
+        got = None
+    except LoweringError as e:
+        got = str(e)
+    assert got == want
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("convert", "{dir}/nowhere", "{dir}/x.air"), r"convert: error: SavedModel '.*nowhere': no such directory"),
+    (("convert", "{dir}/nowhere.pb", "{dir}/x.air"), r"SavedModel '.*nowhere\.pb': no such directory or file"),
+    (("convert", "{dir}", "{dir}/x.air"), r"SavedModel '.*': the directory has no saved_model\.pb"),
+    (("convert", "{saved}", "{dir}/x.air", "--input_shape", "{name}:3,x,8,2"), r"is not name:d0,d1"),
+    (("convert", "{saved}", "{dir}/x.air", "--input_shape", "{name}:-2,8,8,2"),
+     r"expected dims >= 0, or -1 for a dim known only at run time"),
+    (("convert", "{saved}", "{dir}/no/x.air"), r"output '.*no/x\.air': no such directory"),
+    (("convert", "{saved}/saved_model.pb", "{dir}/x.air"), r"is a file: a frozen GraphDef needs --out_nodes"),
+    (("missing", "{dir}/nowhere"), r"missing: error: SavedModel '.*nowhere': no such directory"),
+    (("missing", "{saved}", "--input_shape", "{name}:3;{name}:4"), r"given twice"),
+])
+def test_a_bad_command_line_is_refused_before_tensorflow_is_imported(saved, tmp_path, args, pattern):
+    path, name = saved
+    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path, saved=path, name=name) for a in args])
+    _one_error_line(done, pattern)
+    assert not imported
+
+
+@pytest.mark.slow
+def test_convert_prints_no_tensorflow_log(saved, tmp_path):
+    """Without TF_CPP_MIN_LOG_LEVEL set, TF's start-up lines (absl's pre-init warning, oneDNN, cpu_feature_guard)
+    stay out of a plain convert's stderr."""
+    path, name = saved
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "graph_ir", "convert", path, str(tmp_path / "x.air"), "--input_shape",
+                           f"{name}:1,8,8,2"], capture_output=True, text=True, env={**env, "PYTHONPATH": ROOT},
+                          timeout=TIMEOUT, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for noise in ("oneDNN custom operations", "cpu_feature_guard", "absl::InitializeLog", "I0000 "):
+        assert noise not in done.stderr, done.stderr[-2000:]
