@@ -352,3 +352,41 @@ def test_convert_prints_no_tensorflow_log(saved, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     for noise in ("oneDNN custom operations", "cpu_feature_guard", "absl::InitializeLog", "I0000 "):
         assert noise not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_show_lists_a_saved_models_signatures_with_input_names(saved):
+    """The names --input_shape wants (Keras's keras_tensor_N), without saved_model_cli."""
+    path, name = saved
+    shown = _cli("show", path).stdout
+    assert "signature 'serving_default':" in shown
+    assert f"    input {name}: float32[-1, 8, 8, 2]" in shown and "    output output_0: float32[-1, 4]" in shown
+    assert f'--signature serving_default --input_shape "{name}:-1,8,8,2"' in shown
+
+
+def test_show_refuses_a_directory_that_is_no_saved_model(tmp_path):
+    _one_error_line(_cli("show", str(tmp_path), ok=None), r"show: error: '.*': a directory without saved_model\.pb")
+
+
+def test_show_puts_the_summary_before_the_variables(tmp_path):
+    import graph_ir
+
+    graph = graph_ir.Graph("g")
+    with graph:
+        x = graph_ir.Data(0, "float32", (2, 3), name="x")
+        w = [graph_ir.Variable(f"w{k}", np.ones((2, 3), np.float32)) for k in range(3)]
+        graph.set_outputs([graph_ir.ops.Add(x, w[0])])
+    graph.save(str(tmp_path / "v.air"))
+    lines = _cli("show", str(tmp_path / "v.air")).stdout.splitlines()
+    assert re.match(r"graph 'g': \d+ nodes, 3 variables, 0 subgraphs$", lines[0]), lines
+    assert lines[1].startswith("  op types: ") and "Variable 3" in lines[1], lines
+    assert [k for k, line in enumerate(lines) if line.startswith("  variable ")] == [4, 5, 6], lines
+
+
+def test_draw_without_an_output_writes_the_onnx_beside_the_graph(tmp_path):
+    import onnx
+
+    air = _small_air(tmp_path)
+    done = _cli("draw", air)
+    assert f"wrote {tmp_path / 'g.onnx'}" in done.stdout
+    assert onnx.load(str(tmp_path / "g.onnx")).graph.node[0].op_type == "ge:Data"
