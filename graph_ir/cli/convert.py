@@ -16,8 +16,17 @@ from graph_ir.ir.errors import LoweringError
 HELP = "lower a SavedModel's signature or a frozen .pb to a GE graph (.air or .pbtxt), as ATC converts one"
 
 
-def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("saved_model", help="the SavedModel directory, or a frozen GraphDef file (.pb)")
+# ATC's flags that only choose the NPU's code generation: accepted by convert (an ATC command line runs as written)
+# and said in one line to have no meaning here, where the graph is lowered, not compiled for a chip.
+NPU_ONLY = ("soc_version", "precision_mode", "op_select_implmode", "optypelist_for_implmode", "core_type",
+            "aicore_num", "fusion_switch_file", "buffer_optimize", "enable_small_channel", "virtual_type",
+            "auto_tune_mode", "op_debug_level", "log")
+
+
+def _source(parser: argparse.ArgumentParser, optional: bool = False) -> None:
+    parser.add_argument("saved_model", nargs="?" if optional else None,
+                        help="the SavedModel directory, or a frozen GraphDef file (.pb)" +
+                             (" (ATC's --model)" if optional else ""))
     parser.add_argument("--signature", default="serving_default",
                         help="a signature name, or a tf.function saved as an attribute (default: serving_default)")
     parser.add_argument("--input_shape", "--input-shape", dest="input_shape",
@@ -75,11 +84,45 @@ def _frozen(args: argparse.Namespace) -> tuple[object, list[str]] | None:
 
 
 def add(parser: argparse.ArgumentParser) -> None:
-    _source(parser)
-    parser.add_argument("out", help="the file to write: .air (binary ge.proto ModelDef) or .pbtxt (text)")
+    _source(parser, optional=True)
+    parser.add_argument("out", nargs="?", help="the file to write: .air (binary ge.proto ModelDef) or .pbtxt (text)")
+    atc = parser.add_argument_group(
+        "ATC's flags", "an `atc --model=m.pb --framework=3 --output=m --input_shape=... --soc_version=...` command "
+        "line runs as written. --model is SAVED_MODEL, --output is OUT (.air added when it has no .air/.pbtxt "
+        "ending), --framework must be 3 (TensorFlow). These choose only the NPU's code generation and have no "
+        "meaning off the NPU (accepted, said so in one line): " + ", ".join(f"--{f}" for f in NPU_ONLY))
+    atc.add_argument("--model", help="ATC's name for SAVED_MODEL")
+    atc.add_argument("--output", help="ATC's name for OUT (ATC adds .om; here .air is added)")
+    atc.add_argument("--framework", help="ATC's source framework: only 3 (TensorFlow) is converted")
+    for flag in NPU_ONLY:
+        atc.add_argument(f"--{flag}", help=argparse.SUPPRESS)
+
+
+def _atc_flags(args: argparse.Namespace) -> None:
+    """ATC's spellings folded into convert's own arguments; the NPU-only flags reported in one line."""
+    if args.framework is not None and args.framework.strip() != "3":
+        raise ValueError(f"--framework={args.framework}: only 3 (TensorFlow) is converted here (ATC's 0 Caffe, "
+                         "1 MindSpore, 5 ONNX are not)")
+    for own, atc in (("saved_model", "model"), ("out", "output")):
+        given = getattr(args, atc)
+        if given is not None:
+            if getattr(args, own) is not None and getattr(args, own) != given:
+                raise ValueError(f"--{atc}={given} and {own.upper()} {getattr(args, own)!r} name two things; give one")
+            if atc == "output" and os.path.splitext(given)[1] not in (".air", ".pbtxt"):
+                given += ".air"
+            setattr(args, own, given)
+    for own in ("saved_model", "out"):
+        if getattr(args, own) is None:
+            raise ValueError(f"give {own.upper()}" + (" (or --model=...)" if own == "saved_model" else
+                                                      " (or --output=...)"))
+    ignored = [f"--{f}" for f in NPU_ONLY if getattr(args, f) is not None]
+    if ignored:
+        print(f"note: {', '.join(ignored)} only choose the NPU's code generation: no meaning "
+              "off the NPU, ignored", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
+    _atc_flags(args)
     if os.path.splitext(args.out)[1] not in (".air", ".pbtxt"):
         raise ValueError(f"output {args.out!r}: the file name must end in .air or .pbtxt")
     folder = os.path.dirname(os.path.abspath(args.out))

@@ -390,3 +390,28 @@ def test_draw_without_an_output_writes_the_onnx_beside_the_graph(tmp_path):
     done = _cli("draw", air)
     assert f"wrote {tmp_path / 'g.onnx'}" in done.stdout
     assert onnx.load(str(tmp_path / "g.onnx")).graph.node[0].op_type == "ge:Data"
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("convert", "--model={dir}/m.pb", "--framework=1", "--output={dir}/m"), r"--framework=1: only 3 \(TensorFlow\)"),
+    (("convert", "--model={dir}/m.pb", "--framework=3", "--output={dir}/m", "--soc_version=Ascend910B"),
+     r"SavedModel '.*m\.pb': no such directory or file"),
+    (("convert", "--framework=3", "--output={dir}/m"), r"give SAVED_MODEL \(or --model=...\)"),
+])
+def test_convert_takes_atcs_flags(tmp_path, args, pattern):
+    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path) for a in args])
+    _one_error_line(done, pattern)
+    assert not imported
+    if any(a.startswith("--soc_version") for a in args):
+        assert "note: --soc_version only choose the NPU's code generation: no meaning off the NPU" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_atc_command_line_converts_as_written(tmp_path):
+    from tests.graph_ir.test_saved_models import _frozen_cnn
+
+    path, _ = _frozen_cnn(tmp_path)
+    done = _cli("convert", f"--model={path}", "--framework=3", f"--output={tmp_path / 'm'}", "--input_shape=x:2,6,6,2",
+                "--out_nodes=logits:0", "--soc_version=Ascend910B", "--precision_mode=allow_fp32_to_fp16")
+    assert os.path.isfile(tmp_path / "m.air")
+    assert "note: --soc_version, --precision_mode only choose the NPU's code generation" in done.stderr
