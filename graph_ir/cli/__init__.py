@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_ir.cli import compare_dumps, convert, draw, inspect, ops_table, run_graph
+from graph_ir.cli import compare_dumps, convert, draw, inspect, ops_table, run_graph, tf_quiet
 from graph_ir.ir.errors import GraphError
 
 VERBS = {"convert": convert, "missing": convert.Missing, "run": run_graph, "show": inspect, "draw": draw,
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, verb in VERBS.items():
         verb.add(commands.add_parser(name, help=verb.HELP, description=verb.HELP))
     args = parser.parse_args(argv)
+    tf_quiet.quiet_environment()  # TF_CPP_MIN_LOG_LEVEL=2 unless set, before any verb imports TensorFlow
     try:
         return VERBS[args.command].run(args)
     except (GraphError, OSError, ValueError, KeyError) as e:  # LoweringError is a GraphError

@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
+
+from graph_ir.cli.tf_quiet import import_tensorflow
+from graph_ir.ir.errors import LoweringError
 
 HELP = "lower a SavedModel's signature or a frozen .pb to a GE graph (.air or .pbtxt), as ATC converts one"
 
 
-def _source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("saved_model", help="the SavedModel directory, or a frozen GraphDef file (.pb)")
+# ATC's flags that only choose the NPU's code generation: accepted by convert (an ATC command line runs as written)
+# and said in one line to have no meaning here, where the graph is lowered, not compiled for a chip.
+NPU_ONLY = ("soc_version", "precision_mode", "op_select_implmode", "optypelist_for_implmode", "core_type",
+            "aicore_num", "fusion_switch_file", "buffer_optimize", "enable_small_channel", "virtual_type",
+            "auto_tune_mode", "op_debug_level", "log")
+
+
+def _source(parser: argparse.ArgumentParser, optional: bool = False) -> None:
+    parser.add_argument("saved_model", nargs="?" if optional else None,
+                        help="the SavedModel directory, or a frozen GraphDef file (.pb)" +
+                             (" (ATC's --model)" if optional else ""))
     parser.add_argument("--signature", default="serving_default",
                         help="a signature name, or a tf.function saved as an attribute (default: serving_default)")
     parser.add_argument("--input_shape", "--input-shape", dest="input_shape",
@@ -22,29 +35,105 @@ def _source(parser: argparse.ArgumentParser) -> None:
                         help='for a .pb: the tensors to compute, ATC\'s way: "logits:0;loss:0"')
 
 
+_DIMS = re.compile(r"^-?\d+(,-?\d+)*$|^$")
+
+
+def check_input_shape(given: str) -> None:
+    """graph_ir.lowering.saved_model.parse_input_shapes' checks of an --input_shape string, with its messages, made
+    before TensorFlow is imported (a typo costs no import; tests/graph_ir/test_cli.py holds the two to the same
+    answers)."""
+    names = set()
+    for piece in filter(None, (p.strip() for p in given.split(";"))):
+        name, colon, dims = piece.rpartition(":")
+        dims = dims.replace(" ", "")
+        if not colon or not name or not _DIMS.match(dims):
+            raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, or -1 for a dim "
+                                "known only at run time, as ATC's --input_shape writes them, e.g. "
+                                "\"x:-1,224,224,3;y:-1\")")
+        if not all(int(d) >= -1 for d in filter(None, dims.split(","))):
+            raise LoweringError(f"input shape of {name!r} is {dims!r:.80}; expected dims >= 0, or -1 for a dim known "
+                                "only at run time, as a sequence of ints or a string \"d0,d1,...\"")
+        if name in names:
+            raise LoweringError(f"input shape of {name!r} is given twice")
+        names.add(name)
+
+
+def check_source(args: argparse.Namespace) -> None:
+    """What can be checked of the command line without TensorFlow: the source exists (a SavedModel directory with
+    its saved_model.pb, or a .pb file with --out_nodes) and the shape string's form."""
+    path = args.saved_model
+    if os.path.isfile(path):
+        if not args.out_nodes or not any(n.strip() for n in args.out_nodes.split(";")):
+            raise ValueError(f"{path!r} is a file: a frozen GraphDef needs --out_nodes \"name:0;...\"")
+    elif not os.path.isdir(path):
+        raise ValueError(f"SavedModel {path!r}: no such directory" + (" or file" if path.endswith(".pb") else ""))
+    elif not any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
+        raise ValueError(f"SavedModel {path!r}: the directory has no saved_model.pb (tf.saved_model.save or "
+                         "model.export writes one)")
+    if args.input_shape is not None:
+        check_input_shape(args.input_shape)
+
+
 def _frozen(args: argparse.Namespace) -> tuple[object, list[str]] | None:
     """(the GraphDef, its outputs) when the source is a frozen .pb file, else None (a SavedModel)."""
     if not os.path.isfile(args.saved_model):
         return None
-    if not args.out_nodes:
-        raise ValueError(f"{args.saved_model!r} is a file: a frozen GraphDef needs --out_nodes \"name:0;...\"")
     from graph_ir.lowering.saved_model import frozen_graph_def
 
     return frozen_graph_def(args.saved_model, args.input_shape), [n for n in args.out_nodes.split(";") if n]
 
 
 def add(parser: argparse.ArgumentParser) -> None:
-    _source(parser)
-    parser.add_argument("out", help="the file to write: .air (binary ge.proto ModelDef) or .pbtxt (text)")
+    _source(parser, optional=True)
+    parser.add_argument("out", nargs="?", help="the file to write: .air (binary ge.proto ModelDef) or .pbtxt (text)")
+    atc = parser.add_argument_group(
+        "ATC's flags", "an `atc --model=m.pb --framework=3 --output=m --input_shape=... --soc_version=...` command "
+        "line runs as written. --model is SAVED_MODEL, --output is OUT (.air added when it has no .air/.pbtxt "
+        "ending), --framework must be 3 (TensorFlow). These choose only the NPU's code generation and have no "
+        "meaning off the NPU (accepted, said so in one line): " + ", ".join(f"--{f}" for f in NPU_ONLY))
+    atc.add_argument("--model", help="ATC's name for SAVED_MODEL")
+    atc.add_argument("--output", help="ATC's name for OUT (ATC adds .om; here .air is added)")
+    atc.add_argument("--framework", help="ATC's source framework: only 3 (TensorFlow) is converted")
+    for flag in NPU_ONLY:
+        atc.add_argument(f"--{flag}", help=argparse.SUPPRESS)
+
+
+def _atc_flags(args: argparse.Namespace) -> None:
+    """ATC's spellings folded into convert's own arguments; the NPU-only flags reported in one line."""
+    if args.framework is not None and args.framework.strip() != "3":
+        raise ValueError(f"--framework={args.framework}: only 3 (TensorFlow) is converted here (ATC's 0 Caffe, "
+                         "1 MindSpore, 5 ONNX are not)")
+    for own, atc in (("saved_model", "model"), ("out", "output")):
+        given = getattr(args, atc)
+        if given is not None:
+            if getattr(args, own) is not None and getattr(args, own) != given:
+                raise ValueError(f"--{atc}={given} and {own.upper()} {getattr(args, own)!r} name two things; give one")
+            if atc == "output" and os.path.splitext(given)[1] not in (".air", ".pbtxt"):
+                given += ".air"
+            setattr(args, own, given)
+    for own in ("saved_model", "out"):
+        if getattr(args, own) is None:
+            raise ValueError(f"give {own.upper()}" + (" (or --model=...)" if own == "saved_model" else
+                                                      " (or --output=...)"))
+    ignored = [f"--{f}" for f in NPU_ONLY if getattr(args, f) is not None]
+    if ignored:
+        print(f"note: {', '.join(ignored)} only choose the NPU's code generation: no meaning "
+              "off the NPU, ignored", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
-    import graph_ir  # lowering imports TensorFlow
-
+    _atc_flags(args)
     if os.path.splitext(args.out)[1] not in (".air", ".pbtxt"):
         raise ValueError(f"output {args.out!r}: the file name must end in .air or .pbtxt")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        raise ValueError(f"output {args.out!r}: no such directory {folder!r}")
+    check_source(args)
     start = time.monotonic()
     print(f"lowering {args.saved_model} [{args.signature}] ...", file=sys.stderr, flush=True)
+    import_tensorflow()
+    import graph_ir  # lowering imports TensorFlow
+
     frozen = _frozen(args)
     graph = graph_ir.from_tensorflow(frozen[0], fetches=frozen[1]) if frozen else \
         graph_ir.from_saved_model(args.saved_model, args.signature, input_shapes=args.input_shape)
@@ -65,6 +154,8 @@ class Missing:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        check_source(args)
+        import_tensorflow()
         import graph_ir
         from graph_ir.lowering.saved_model import saved_model_function, with_input_shapes
 

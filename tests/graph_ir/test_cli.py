@@ -267,3 +267,151 @@ def test_a_text_graph_named_air_is_named_with_a_hint(tmp_path):
         _one_error_line(_cli(verb, str(tmp_path / "text.air"), ok=None),
                         rf"{verb}: error: graph file '.*text\.air' is not a valid binary ge\.proto\.ModelDef .*; a "
                         r"text-format graph should be named \.pbtxt")
+
+
+_REPORTS_TF = ("import atexit, sys\n"
+               "atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules, file=sys.stderr))\n"
+               "from graph_ir.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+
+
+def _cli_reporting_tf(*args: str) -> tuple[subprocess.CompletedProcess, bool]:
+    """The command line run in a subprocess that says at exit whether TensorFlow got imported."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", _REPORTS_TF, *args], capture_output=True, text=True, env=env,
+                          timeout=TIMEOUT, cwd=ROOT, check=False)
+    assert "tensorflow imported:" in done.stderr, done.stderr[-2000:]
+    return done, "tensorflow imported: True" in done.stderr
+
+
+def test_ops_prints_the_table_without_importing_tensorflow():
+    done, imported = _cli_reporting_tf("ops")
+    assert done.returncode == 0 and not imported
+    assert re.search(r"^Conv2D +Conv2D +conv$", done.stdout, flags=re.MULTILINE), done.stdout[:2000]
+
+
+def test_the_ops_table_copy_is_the_lowerings():
+    """`ops` prints graph_ir/cli/_op_rows.py; after adding a lowering: python -m graph_ir ops --regenerate."""
+    from graph_ir.cli import ops_table
+    from graph_ir.cli._op_rows import ROWS
+    from graph_ir.lowering.report import format_op_table, op_table
+
+    assert list(ROWS) == op_table(), "graph_ir/cli/_op_rows.py is stale: run python -m graph_ir ops --regenerate"
+    assert ops_table.format_rows(ROWS) == format_op_table()
+
+
+@pytest.mark.parametrize("given", ["x:8,12", "x:8,12;mask:8", " x : 8, 12 ; ", "x:", "x:-1,3", "a:b:1", "x:3,x",
+                                   "x:-2,8", "8,12", ":8", "x:8;x:9", "x:1,,2", "x:1.5", ";;", "x:8;y"])
+def test_the_cli_shape_check_answers_as_the_lowering(given):
+    """convert checks --input_shape before importing TensorFlow: the same refusals, in the same words."""
+    from graph_ir.cli.convert import check_input_shape
+    from graph_ir.ir.errors import LoweringError
+    from graph_ir.lowering.saved_model import parse_input_shapes
+
+    try:
+        parse_input_shapes(given)
+        want = None
+    except LoweringError as e:
+        want = str(e)
+    try:
+        check_input_shape(given)
+        got = None
+    except LoweringError as e:
+        got = str(e)
+    assert got == want
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("convert", "{dir}/nowhere", "{dir}/x.air"), r"convert: error: SavedModel '.*nowhere': no such directory"),
+    (("convert", "{dir}/nowhere.pb", "{dir}/x.air"), r"SavedModel '.*nowhere\.pb': no such directory or file"),
+    (("convert", "{dir}", "{dir}/x.air"), r"SavedModel '.*': the directory has no saved_model\.pb"),
+    (("convert", "{saved}", "{dir}/x.air", "--input_shape", "{name}:3,x,8,2"), r"is not name:d0,d1"),
+    (("convert", "{saved}", "{dir}/x.air", "--input_shape", "{name}:-2,8,8,2"),
+     r"expected dims >= 0, or -1 for a dim known only at run time"),
+    (("convert", "{saved}", "{dir}/no/x.air"), r"output '.*no/x\.air': no such directory"),
+    (("convert", "{saved}/saved_model.pb", "{dir}/x.air"), r"is a file: a frozen GraphDef needs --out_nodes"),
+    (("missing", "{dir}/nowhere"), r"missing: error: SavedModel '.*nowhere': no such directory"),
+    (("missing", "{saved}", "--input_shape", "{name}:3;{name}:4"), r"given twice"),
+])
+def test_a_bad_command_line_is_refused_before_tensorflow_is_imported(saved, tmp_path, args, pattern):
+    path, name = saved
+    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path, saved=path, name=name) for a in args])
+    _one_error_line(done, pattern)
+    assert not imported
+
+
+@pytest.mark.slow
+def test_convert_prints_no_tensorflow_log(saved, tmp_path):
+    """Without TF_CPP_MIN_LOG_LEVEL set, TF's start-up lines (absl's pre-init warning, oneDNN, cpu_feature_guard)
+    stay out of a plain convert's stderr."""
+    path, name = saved
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "graph_ir", "convert", path, str(tmp_path / "x.air"), "--input_shape",
+                           f"{name}:1,8,8,2"], capture_output=True, text=True, env={**env, "PYTHONPATH": ROOT},
+                          timeout=TIMEOUT, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for noise in ("oneDNN custom operations", "cpu_feature_guard", "absl::InitializeLog", "I0000 "):
+        assert noise not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_show_lists_a_saved_models_signatures_with_input_names(saved):
+    """The names --input_shape wants (Keras's keras_tensor_N), without saved_model_cli."""
+    path, name = saved
+    shown = _cli("show", path).stdout
+    assert "signature 'serving_default':" in shown
+    assert f"    input {name}: float32[-1, 8, 8, 2]" in shown and "    output output_0: float32[-1, 4]" in shown
+    assert f'--signature serving_default --input_shape "{name}:-1,8,8,2"' in shown
+
+
+def test_show_refuses_a_directory_that_is_no_saved_model(tmp_path):
+    _one_error_line(_cli("show", str(tmp_path), ok=None), r"show: error: '.*': a directory without saved_model\.pb")
+
+
+def test_show_puts_the_summary_before_the_variables(tmp_path):
+    import graph_ir
+
+    graph = graph_ir.Graph("g")
+    with graph:
+        x = graph_ir.Data(0, "float32", (2, 3), name="x")
+        w = [graph_ir.Variable(f"w{k}", np.ones((2, 3), np.float32)) for k in range(3)]
+        graph.set_outputs([graph_ir.ops.Add(x, w[0])])
+    graph.save(str(tmp_path / "v.air"))
+    lines = _cli("show", str(tmp_path / "v.air")).stdout.splitlines()
+    assert re.match(r"graph 'g': \d+ nodes, 3 variables, 0 subgraphs$", lines[0]), lines
+    assert lines[1].startswith("  op types: ") and "Variable 3" in lines[1], lines
+    assert [k for k, line in enumerate(lines) if line.startswith("  variable ")] == [4, 5, 6], lines
+
+
+def test_draw_without_an_output_writes_the_onnx_beside_the_graph(tmp_path):
+    import onnx
+
+    air = _small_air(tmp_path)
+    done = _cli("draw", air)
+    assert f"wrote {tmp_path / 'g.onnx'}" in done.stdout
+    assert onnx.load(str(tmp_path / "g.onnx")).graph.node[0].op_type == "ge:Data"
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("convert", "--model={dir}/m.pb", "--framework=1", "--output={dir}/m"), r"--framework=1: only 3 \(TensorFlow\)"),
+    (("convert", "--model={dir}/m.pb", "--framework=3", "--output={dir}/m", "--soc_version=Ascend910B"),
+     r"SavedModel '.*m\.pb': no such directory or file"),
+    (("convert", "--framework=3", "--output={dir}/m"), r"give SAVED_MODEL \(or --model=...\)"),
+])
+def test_convert_takes_atcs_flags(tmp_path, args, pattern):
+    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path) for a in args])
+    _one_error_line(done, pattern)
+    assert not imported
+    if any(a.startswith("--soc_version") for a in args):
+        assert "note: --soc_version only choose the NPU's code generation: no meaning off the NPU" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_atc_command_line_converts_as_written(tmp_path):
+    from tests.graph_ir.test_saved_models import _frozen_cnn
+
+    path, _ = _frozen_cnn(tmp_path)
+    done = _cli("convert", f"--model={path}", "--framework=3", f"--output={tmp_path / 'm'}", "--input_shape=x:2,6,6,2",
+                "--out_nodes=logits:0", "--soc_version=Ascend910B", "--precision_mode=allow_fp32_to_fp16")
+    assert os.path.isfile(tmp_path / "m.air")
+    assert "note: --soc_version, --precision_mode only choose the NPU's code generation" in done.stderr
