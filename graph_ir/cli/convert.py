@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 
 from graph_ir.cli.tf_quiet import import_tensorflow
-from graph_ir.ir.errors import LoweringError
+from graph_ir.ir.input_shapes import parse_input_shapes
 
 HELP = "lower a SavedModel's signature or a frozen .pb to a GE graph (.air or .pbtxt), as ATC converts one"
 
@@ -35,29 +34,6 @@ def _source(parser: argparse.ArgumentParser, optional: bool = False) -> None:
                         help='for a .pb: the tensors to compute, ATC\'s way: "logits:0;loss:0"')
 
 
-_DIMS = re.compile(r"^-?\d+(,-?\d+)*$|^$")
-
-
-def check_input_shape(given: str) -> None:
-    """graph_ir.lowering.saved_model.parse_input_shapes' checks of an --input_shape string, with its messages, made
-    before TensorFlow is imported (a typo costs no import; tests/graph_ir/test_cli.py holds the two to the same
-    answers)."""
-    names = set()
-    for piece in filter(None, (p.strip() for p in given.split(";"))):
-        name, colon, dims = piece.rpartition(":")
-        dims = dims.replace(" ", "")
-        if not colon or not name or not _DIMS.match(dims):
-            raise LoweringError(f"input shape {piece!r} is not name:d0,d1,... (dims >= 0, or -1 for a dim "
-                                "known only at run time, as ATC's --input_shape writes them, e.g. "
-                                "\"x:-1,224,224,3;y:-1\")")
-        if not all(int(d) >= -1 for d in filter(None, dims.split(","))):
-            raise LoweringError(f"input shape of {name!r} is {dims!r:.80}; expected dims >= 0, or -1 for a dim known "
-                                "only at run time, as a sequence of ints or a string \"d0,d1,...\"")
-        if name in names:
-            raise LoweringError(f"input shape of {name!r} is given twice")
-        names.add(name)
-
-
 def check_source(args: argparse.Namespace) -> None:
     """What can be checked of the command line without TensorFlow: the source exists (a SavedModel directory with
     its saved_model.pb, or a .pb file with --out_nodes) and the shape string's form."""
@@ -71,7 +47,7 @@ def check_source(args: argparse.Namespace) -> None:
         raise ValueError(f"SavedModel {path!r}: the directory has no saved_model.pb (tf.saved_model.save or "
                          "model.export writes one)")
     if args.input_shape is not None:
-        check_input_shape(args.input_shape)
+        parse_input_shapes(args.input_shape)
 
 
 def _frozen(args: argparse.Namespace) -> tuple[object, list[str]] | None:
