@@ -13,7 +13,7 @@ import numpy as np
 from graph_ir.compare import metrics
 from graph_ir.compare.report import Row
 from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
-from graph_ir.executors.plan_steps import EXECUTOR, Step
+from graph_ir.executors.plan_steps import CONST, EXECUTOR, Step
 from graph_ir.runtime.session import Session
 
 # TF's value of a node output, by (GE node name, output index) = (TF node name, output index); None if TF has none.
@@ -55,7 +55,9 @@ class Observer:
             given = [h for h in node.inputs if h is not None]
             tf_inputs, replaced = [], []
             for handle, ours in zip(given, inputs, strict=True):
-                theirs = self.benchmark(handle.node.name, handle.index)
+                # A Const input is the lowering's own value, compared as a row of its own: fed as it is, so a wrong
+                # constant shows at what reads it.
+                theirs = None if handle.node.type == "Const" else self.benchmark(handle.node.name, handle.index)
                 same = theirs is not None and theirs.shape == np.shape(ours) and theirs.dtype == np.asarray(ours).dtype
                 tf_inputs.append(np.array(theirs if same else ours, copy=True))  # copies: executors may write in place
                 replaced.append(same)
@@ -93,6 +95,8 @@ class Observer:
                       upstream_within=upstream_within)
             if ours.shape != theirs.shape:
                 row.note = f"shape {list(ours.shape)} against TF's {list(theirs.shape)}"
+            elif self.isolated and step.kind == CONST:
+                row.isolated = found  # a Const runs on no inputs: as it is, it is its own isolated run
             elif isolated is not None:
                 row.isolated = metrics.compute(np.asarray(isolated[j]).reshape(theirs.shape), theirs)
                 row.magnitude = magnitudes[j] if magnitudes else 0.0
