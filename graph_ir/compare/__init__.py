@@ -8,7 +8,9 @@
 - Accumulated, a node runs on the Session's own inputs; it is within when its scale error is at most its tolerance
   plus the largest scale error among its inputs (the error it carried in). Isolated, it runs again on TF's values
   of its inputs (a Const input keeps the graph's value) and is within when its scale error is at most its
-  tolerance; a Const that stands for a TF tensor is compared as its own isolated run. Out of tolerance isolated is a defect;
+  tolerance; a Const that stands for a TF tensor is compared as its own isolated run. Out of tolerance isolated, the
+  node runs once more in float64 (its executor on the widened inputs): it is a defect only if GE is out of tolerance
+  of that exact value too (or TF is farther from it than rounding explains); else TF is the farther ("tf-farther"). Out of tolerance isolated is a defect;
   within isolated but out accumulated, the node amplifies earlier rounding.
 - The first departure is the first row out of tolerance whose inputs were all within; the first defect the first
   row out of tolerance isolated.

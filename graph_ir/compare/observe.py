@@ -14,6 +14,8 @@ from graph_ir.compare import metrics
 from graph_ir.compare.report import Row
 from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, Step
+from graph_ir.ir.dtypes import as_dtype
+from graph_ir.ir.nodes import TensorDesc
 from graph_ir.runtime.session import Session
 
 # TF's value of a node output, by (GE node name, output index) = (TF node name, output index); None if TF has none.
@@ -66,7 +68,7 @@ class Observer:
             if self.tf_types[node.name] in SUMS_OF_PRODUCTS:
                 absolute = [np.abs(a) if a.dtype.kind in "fV" else a for a in tf_inputs]  # axes stay as they are
                 magnitudes = [float(np.max(np.abs(r), initial=0.0)) for r in executor(node, absolute)]
-            self._isolated[node.name] = (results, replaced, magnitudes)
+            self._isolated[node.name] = (results, replaced, magnitudes, executor, tf_inputs)
             return executor(node, inputs)
         return run
 
@@ -76,7 +78,9 @@ class Observer:
         given = [(h.node.name, h.index) for h in node.inputs if h is not None]
         carried = [self._carried.get(key, (0.0, 0.0)) for key in given]
         upstream_within = not any(self._departed.get(name, False) for name, _ in given)
-        isolated, replaced, magnitudes = self._isolated.pop(node.name, (None, [False] * len(given), None))
+        isolated, replaced, magnitudes, executor, tf_inputs = self._isolated.pop(
+            node.name, (None, [False] * len(given), None, None, None))
+        exact: list[np.ndarray] | None | bool = False  # not computed yet (None: the op has no float64 reference)
         tf_type = self.tf_types.get(node.name)
         departed, uncompared = not upstream_within, []
         for j, ours in enumerate(results):
@@ -102,6 +106,17 @@ class Observer:
                 row.magnitude = magnitudes[j] if magnitudes else 0.0
                 row.isolated_carried_in = _carried_in([c for c, tf in zip(carried, replaced, strict=True) if not tf],
                                                       scale, theirs.dtype)
+                if row.isolated_error > row.tolerance + row.isolated_carried_in:  # the third side: float64
+                    if exact is False:
+                        exact = exact_outputs(executor, node, tf_inputs)
+                    if exact is None or exact[j].size != theirs.size:
+                        row.exact_note = "no exact reference"
+                    else:
+                        reference = exact[j].reshape(theirs.shape)
+                        scale_of = row.magnitude or float(np.max(np.abs(reference), initial=0.0))
+                        row.ge_exact_error = _error(np.asarray(isolated[j]).reshape(theirs.shape), reference, scale_of)
+                        row.tf_exact_error = _error(theirs, reference, scale_of)
+                        row.rounding_bound = _rounding_bound(tf_inputs, theirs)
             self.rows.append(row)
             self._carried[(node.name, j)] = (found.max_abs, found.scale_error)
             departed = departed or not row.within
@@ -116,6 +131,50 @@ class Observer:
             h = node.inputs[i]
             self._carried[(h.node.name, h.index)] = (sum(c[0] for c in carried), sum(c[1] for c in carried))
             self._departed[h.node.name] = self._departed.get(h.node.name, False) or not upstream_within
+
+
+_FLOAT64 = as_dtype("float64")
+
+
+def exact_outputs(executor: Callable, node: Any, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """`node`'s outputs computed in float64 by its own executor on `inputs` with the floating ones widened: the exact
+    reference to judge GE and TF by. None where the op takes no float64 (its registry entry) or the executor fails
+    or does not give float64."""
+    floating = [k for k, a in enumerate(inputs) if a.dtype.kind in "fV"]
+    outputs = [k for k, d in enumerate(node.output_descs) if np.dtype(d.dtype.numpy).kind in "fV"]
+    declared = node.op.outputs
+    if not floating or not outputs or any("float64" not in declared[min(k, len(declared) - 1)].dtypes
+                                          for k in outputs):
+        return None
+    wide = [a.astype(np.float64) if k in floating else np.array(a, copy=True) for k, a in enumerate(inputs)]
+    descs = [TensorDesc(d.name, _FLOAT64, d.shape, d.list_meta) if k in outputs else d
+             for k, d in enumerate(node.output_descs)]
+    try:
+        with np.errstate(all="ignore"):
+            results = executor(dataclasses.replace(node, output_descs=descs), wide)
+    except Exception:  # noqa: BLE001 - any failure: no reference, the verdict stays TF's
+        return None
+    results = [np.asarray(r) for r in results]
+    if len(results) != len(descs) or any(results[k].dtype != np.float64 for k in outputs):
+        return None
+    return results
+
+
+def _rounding_bound(inputs: list[np.ndarray], output: np.ndarray) -> float:
+    """How far rounding in the output's dtype may take a value from exact, on the isolated error's scale: one rounding
+    per term summed into an element (the largest floating input's elements per output element; one for an
+    elementwise op). A value farther than that from exact is not rounding: the exact reference, the GE executor's
+    own in float64, is then not trusted (it may be wrong the same way)."""
+    if output.dtype.kind not in "fV":
+        return 0.0
+    largest = max((a.size for a in inputs if a.dtype.kind in "fV"), default=0)
+    return max(1.0, largest / max(output.size, 1)) * float(np.finfo(output.dtype).eps)
+
+
+def _error(values: np.ndarray, reference: np.ndarray, scale: float) -> float:
+    """max |values - reference| / scale (the reference's own scale where `scale` is 0)."""
+    diff = float(np.max(np.abs(np.asarray(values, np.float64) - reference), initial=0.0))
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
 def _carried_in(carried: list[tuple[float, float]], scale: float, dtype: np.dtype) -> float:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from graph_ir.compare.metrics import COLUMNS, Metrics
 
 _ROW_COLUMNS = ("GENode", "GEType", "TFNode", "TFType", "Output", "Shape", "DType")
-_OUR_COLUMNS = ("ScaleError", "Tolerance", "CarriedIn", "Within", "IsolatedScaleError", "IsolatedWithin", "Verdict")
+_OUR_COLUMNS = ("ScaleError", "Tolerance", "CarriedIn", "Within", "IsolatedScaleError", "IsolatedWithin",
+                "GEExactError", "TFExactError", "Verdict")
 
 
 @dataclass
@@ -38,6 +39,12 @@ class Row:
     note: str = ""
     isolated_carried_in: float = 0.0  # what inputs the Session gave (no TF value) carried into the isolated run
     magnitude: float = 0.0  # a sum of products': max of the op on |inputs|, the scale of its rounding (tolerances.py)
+    # Out of tolerance isolated: GE's and TF's isolated outputs against the node computed in float64 on the same
+    # inputs (on the isolated error's scale); NaN where not computed, exact_note says why where there is none.
+    ge_exact_error: float = float("nan")
+    tf_exact_error: float = float("nan")
+    exact_note: str = ""
+    rounding_bound: float = float("nan")  # how far TF's rounding may take it from exact (observe._rounding_bound)
 
     @property
     def within(self) -> bool:
@@ -49,7 +56,14 @@ class Row:
         """Within its own tolerance on TF's inputs; None when not run isolated."""
         if self.isolated is None:
             return None
-        return self.isolated_error <= self.tolerance + self.isolated_carried_in
+        allowed = self.tolerance + self.isolated_carried_in
+        if self.isolated_error <= allowed:
+            return True
+        # Far from TF: a defect only where GE is also far from exact (TF's own rounding may be the farther), or
+        # where TF is farther from exact than rounding explains (the reference is GE's executor in float64: it is
+        # not trusted against a TF that departs by more than rounding).
+        return not math.isnan(self.ge_exact_error) and self.ge_exact_error <= allowed \
+            and self.tf_exact_error <= self.rounding_bound
 
     @property
     def isolated_error(self) -> float:
@@ -60,11 +74,20 @@ class Row:
         return self.isolated.max_abs / self.magnitude if self.magnitude > 0 else self.isolated.scale_error
 
     @property
+    def tf_farther(self) -> bool:
+        """Out of tolerance of TF isolated, but GE within it of the exact (float64) value: TF rounds, not GE."""
+        return self.isolated is not None and self.isolated_error > self.tolerance + self.isolated_carried_in \
+            and bool(self.within_isolated)
+
+    @property
     def verdict(self) -> str:
-        """"defect" (out of tolerance isolated), "amplifies" (within isolated, out accumulated: it grows earlier
-        rounding), "departs" (out accumulated, not run isolated), or "ok"."""
+        """"defect" (out of tolerance isolated, and of the exact value where there is one), "tf-farther" (out of
+        tolerance of TF isolated, GE within it of the exact value), "amplifies" (within isolated, out accumulated:
+        it grows earlier rounding), "departs" (out accumulated, not run isolated), or "ok"."""
         if self.within_isolated is False:
             return "defect"
+        if self.tf_farther:
+            return "tf-farther"
         if not self.within:
             return "amplifies" if self.within_isolated else "departs"
         return "ok"
@@ -83,8 +106,9 @@ class Comparison:
 
     @property
     def first_defect(self) -> Row | None:
-        """The first row out of its tolerance isolated: a node wrong on its own."""
-        return next((r for r in self.rows if r.within_isolated is False), None)
+        """The first row out of its tolerance isolated (of TF, and of the exact value where there is one): a node
+        wrong on its own."""
+        return next((r for r in self.rows if r.verdict == "defect"), None)
 
     def row(self, ge_node: str, output: int = 0) -> Row:
         """The row of GE node `ge_node`'s output `output`."""
@@ -104,7 +128,8 @@ class Comparison:
                                          f"{r.ge_node}:{r.output} ({r.ge_type}, TF {r.tf_type}): scale error "
                                          f"{_number(r.metrics.scale_error)} against tolerance "
                                          f"{_number(r.tolerance)}, isolated "
-                                         f"{_number(r.isolated_error) if r.isolated else '-'}"))
+                                         f"{_number(r.isolated_error) if r.isolated else '-'}"
+                                         + _exact_text(r)))
         return "\n".join(lines)
 
     def table_rows(self) -> list[list[str]]:
@@ -115,7 +140,9 @@ class Comparison:
             out.append([r.ge_node, r.ge_type, r.tf_node, r.tf_type, str(r.output), str(list(r.shape)), r.dtype,
                         _number(r.metrics.scale_error), _number(r.tolerance), _number(r.carried_in),
                         "yes" if r.within else "no", _number(r.isolated_error) if iso else "-",
-                        {None: "-", True: "yes", False: "no"}[r.within_isolated], r.note or r.verdict,
+                        {None: "-", True: "yes", False: "no"}[r.within_isolated],
+                        "none" if r.exact_note else _number(r.ge_exact_error, "-"),
+                        "none" if r.exact_note else _number(r.tf_exact_error, "-"), r.note or r.verdict,
                         *(_number(v) for v in r.metrics.columns())])
         return out
 
@@ -134,7 +161,17 @@ class Comparison:
         return "\n".join([*lines, "", self.summary()])
 
 
-def _number(value: float) -> str:
-    if math.isnan(value) or math.isinf(value):
+def _exact_text(row: Row) -> str:
+    if row.exact_note:
+        return f", {row.exact_note}"
+    if math.isnan(row.ge_exact_error):
+        return ""
+    return f"; from exact: GE {_number(row.ge_exact_error)}, TF {_number(row.tf_exact_error)}"
+
+
+def _number(value: float, nan: str = "nan") -> str:
+    if math.isnan(value):
+        return nan
+    if math.isinf(value):
         return str(value)
     return "0" if value == 0 else f"{value:.4g}"

@@ -1,8 +1,10 @@
-"""compare_step's verdicts beyond a wrong executor: a wrong constant in the lowered graph is a defect."""
+"""compare_step's verdicts beyond a wrong executor: a wrong constant in the lowered graph is a defect; a node far from
+TF but near the exact (float64) value is TF's rounding, not a defect."""
 
 from __future__ import annotations
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,3 +55,28 @@ def test_the_clean_graph_has_no_defect_and_its_constants_are_rows():
     assert comparison.first_defect is None, comparison.summary()
     consts = [r for r in comparison.rows if r.ge_type == "Const"]
     assert consts and all(r.within_isolated is True for r in consts)
+
+
+def _bias_add_grad(x):
+    return tf.raw_ops.BiasAddGrad(out_backprop=x)
+
+
+def _sum_over_rows(x):
+    return tf.reduce_sum(x, axis=0)
+
+
+@pytest.mark.parametrize(("fn", "dtype"), [(_bias_add_grad, ml_dtypes.bfloat16), (_sum_over_rows, np.float16)])
+def test_where_tf_rounds_farther_from_exact_than_ge_it_is_no_defect(fn, dtype):
+    # 8192 terms near 1 per output: TF sums them in the half dtype and stalls far below the sum; GE is one rounding
+    # off the float64 value.
+    x = (np.random.default_rng(0).random((8192, 4)) + 0.5).astype(dtype)
+    comparison = compare_step(tf.function(fn), x)
+    row = next(r for r in comparison.rows if r.ge_type in ("BiasAddGrad", "ReduceSum"))
+    assert row.isolated_error > row.tolerance  # far from TF
+    assert row.ge_exact_error <= row.tolerance < 0.1 < row.tf_exact_error, (row.ge_exact_error, row.tf_exact_error)
+    assert row.verdict == "tf-farther" and row.within_isolated is True
+    assert comparison.first_defect is None, comparison.summary()
+    table = comparison.table_rows()
+    cells = next(t for t in table if t[0] == row.ge_node)
+    assert float(cells[table[0].index("TFExactError")]) > 0.1 > float(cells[table[0].index("GEExactError")])
+    assert "tf-farther" in cells
