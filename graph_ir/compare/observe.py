@@ -36,13 +36,16 @@ class Observer:
     stands for a TF node, `tolerance` its tolerance (from the GE node, the TF op type and the output's dtype)."""
 
     def __init__(self, benchmark: Benchmark, tf_types: dict[str, str], tolerance: Callable[[Any, str, np.dtype], float],
-                 isolated: bool = True):
+                 isolated: bool = True, exact: bool = False):
         self.benchmark, self.tf_types, self.tolerance, self.isolated = benchmark, tf_types, tolerance, isolated
+        self.exact = exact  # out of tolerance isolated: also judge by the node's float64 value (exact_outputs)
         self.rows: list[Row] = []
         self._carried: dict[tuple[str, int], tuple[float, float]] = {}  # output -> (max abs error, scale error)
         self._departed: dict[str, bool] = {}  # GE node -> it, or a node it depends on, is out of tolerance
         # results, the inputs TF gave, and the magnitude of each output of a sum of products (tolerances.py)
-        self._isolated: dict[str, tuple[list[np.ndarray], list[bool], list[float] | None]] = {}
+        self._isolated: dict[str, tuple[Any, ...]] = {}
+        # the largest term of each output of a sum (of products), on TF's inputs: what rounding noise is relative to
+        self._noise_scales: dict[str, list[float]] = {}
 
     def wrap(self, step: Step) -> Step:
         """`step`, observed: compared when it stores its results; an executor also run isolated first."""
@@ -68,6 +71,13 @@ class Observer:
             if self.tf_types[node.name] in SUMS_OF_PRODUCTS:
                 absolute = [np.abs(a) if a.dtype.kind in "fV" else a for a in tf_inputs]  # axes stay as they are
                 magnitudes = [float(np.max(np.abs(r), initial=0.0)) for r in executor(node, absolute)]
+            elif self.tf_types[node.name] in SUMS:  # a sum of its inputs: its terms are as large as they are
+                largest = max((float(np.max(np.abs(a), initial=0.0)) for a in tf_inputs if a.dtype.kind in "fV"),
+                              default=0.0)
+                magnitudes = [0.0] * len(node.output_descs)
+                self._noise_scales[node.name] = [largest] * len(node.output_descs)
+            if magnitudes is not None and node.name not in self._noise_scales:
+                self._noise_scales[node.name] = magnitudes
             self._isolated[node.name] = (results, replaced, magnitudes, executor, tf_inputs)
             return executor(node, inputs)
         return run
@@ -81,6 +91,7 @@ class Observer:
         isolated, replaced, magnitudes, executor, tf_inputs = self._isolated.pop(
             node.name, (None, [False] * len(given), None, None, None))
         exact: list[np.ndarray] | None | bool = False  # not computed yet (None: the op has no float64 reference)
+        noise_scales = self._noise_scales.pop(node.name, None)
         tf_type = self.tf_types.get(node.name)
         departed, uncompared = not upstream_within, []
         for j, ours in enumerate(results):
@@ -106,7 +117,7 @@ class Observer:
                 row.magnitude = magnitudes[j] if magnitudes else 0.0
                 row.isolated_carried_in = _carried_in([c for c, tf in zip(carried, replaced, strict=True) if not tf],
                                                       scale, theirs.dtype)
-                if row.isolated_error > row.tolerance + row.isolated_carried_in:  # the third side: float64
+                if self.exact and row.isolated_error > row.tolerance + row.isolated_carried_in:  # a third side
                     if exact is False:
                         exact = exact_outputs(executor, node, tf_inputs)
                     if exact is None or exact[j].size != theirs.size:
@@ -117,6 +128,9 @@ class Observer:
                         row.ge_exact_error = _error(np.asarray(isolated[j]).reshape(theirs.shape), reference, scale_of)
                         row.tf_exact_error = _error(theirs, reference, scale_of)
                         row.rounding_bound = _rounding_bound(tf_inputs, theirs)
+            if noise_scales and ours.shape == theirs.shape and theirs.dtype.kind in "fV":
+                bound = NOISE_ROUNDINGS * float(np.finfo(theirs.dtype).eps) * noise_scales[j]
+                row.noise = bound > 0 and scale <= bound and float(np.max(np.abs(ours), initial=0.0)) <= bound
             self.rows.append(row)
             self._carried[(node.name, j)] = (found.max_abs, found.scale_error)
             departed = departed or not row.within
@@ -175,6 +189,14 @@ def _error(values: np.ndarray, reference: np.ndarray, scale: float) -> float:
     """max |values - reference| / scale (the reference's own scale where `scale` is 0)."""
     diff = float(np.max(np.abs(np.asarray(values, np.float64) - reference), initial=0.0))
     return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+
+
+# A sum within this many roundings of its dtype of its largest term (a sum of products: of the sum of the terms'
+# magnitudes), in TF and in GE, is rounding noise: zero in exact arithmetic, say (the gradient of a bias before a
+# BatchNormalization).
+NOISE_ROUNDINGS = 16
+# Ops that sum their inputs (sums of products are in tolerances.SUMS_OF_PRODUCTS).
+SUMS = frozenset({"Add", "AddN", "AddV2", "Sub"})
 
 
 def _carried_in(carried: list[tuple[float, float]], scale: float, dtype: np.dtype) -> float:

@@ -45,6 +45,7 @@ class Row:
     tf_exact_error: float = float("nan")
     exact_note: str = ""
     rounding_bound: float = float("nan")  # how far TF's rounding may take it from exact (observe._rounding_bound)
+    noise: bool = False  # a sum within rounding of zero against its terms, in TF and GE (observe.NOISE_ROUNDINGS)
 
     @property
     def within(self) -> bool:
@@ -83,9 +84,13 @@ class Row:
     def verdict(self) -> str:
         """"defect" (out of tolerance isolated, and of the exact value where there is one), "tf-farther" (out of
         tolerance of TF isolated, GE within it of the exact value), "amplifies" (within isolated, out accumulated:
-        it grows earlier rounding), "departs" (out accumulated, not run isolated), or "ok"."""
+        it grows earlier rounding), "departs" (out accumulated, not run isolated), "noise" (instead of these two or
+        tf-farther: a sum within rounding of zero against its terms, in TF and GE, as the gradient of a bias before
+        a BatchNormalization, zero in exact arithmetic), or "ok"."""
         if self.within_isolated is False:
             return "defect"
+        if self.noise and (self.tf_farther or not self.within):
+            return "noise"
         if self.tf_farther:
             return "tf-farther"
         if not self.within:
@@ -122,7 +127,8 @@ class Comparison:
         within = sum(r.within for r in self.rows)
         isolated = [r for r in self.rows if r.isolated is not None]
         lines = [(f"compared {len(self.rows)} outputs: {within} within tolerance accumulated, "
-                 f"{sum(bool(r.within_isolated) for r in isolated)} of {len(isolated)} run isolated within")]
+                 f"{sum(bool(r.within_isolated) for r in isolated)} of {len(isolated)} run isolated within; "
+                 f"{sum(r.verdict == 'noise' for r in self.rows)} out of tolerance are rounding noise")]
         for label, r in (("first departure", self.first_departure), ("first defect", self.first_defect)):
             lines.append(f"{label}: " + ("none" if r is None else
                                          f"{r.ge_node}:{r.output} ({r.ge_type}, TF {r.tf_type}): scale error "

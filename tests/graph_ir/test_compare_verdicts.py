@@ -80,3 +80,18 @@ def test_where_tf_rounds_farther_from_exact_than_ge_it_is_no_defect(fn, dtype):
     cells = next(t for t in table if t[0] == row.ge_node)
     assert float(cells[table[0].index("TFExactError")]) > 0.1 > float(cells[table[0].index("GEExactError")])
     assert "tf-farther" in cells
+
+
+def test_the_gradient_of_a_bias_before_batch_normalization_is_noise():
+    # BatchNormalization subtracts any constant shift: the conv bias's gradient is zero in exact arithmetic, and
+    # both runs hold rounding noise there, which differs by more than its own scale.
+    step, arrays, graph = conv_bias_bn_case()
+    comparison = compare_step(step, *arrays, graph=graph)
+    noise = [r for r in comparison.rows if r.verdict == "noise"]
+    assert [r.ge_type for r in noise] == ["BiasAddGrad"], [(r.ge_node, r.verdict) for r in noise]
+    row = noise[0]
+    assert not row.within and row.metrics.scale_error > 0.1 and row.within_isolated
+    assert "1 out of tolerance are rounding noise" in comparison.summary()
+    assert comparison.first_defect is None
+    # The weights' gradients, out of the same Conv2D, are not noise.
+    assert all(not r.noise for r in comparison.rows if r.ge_type == "Conv2DBackpropFilter")
