@@ -128,7 +128,7 @@ class Comparison:
         isolated = [r for r in self.rows if r.isolated is not None]
         lines = [(f"compared {len(self.rows)} outputs: {within} within tolerance accumulated, "
                  f"{sum(bool(r.within_isolated) for r in isolated)} of {len(isolated)} run isolated within; "
-                 f"{sum(r.verdict == 'noise' for r in self.rows)} out of tolerance are rounding noise")]
+                 f"{sum(r.verdict == 'noise' for r in self.rows)} noise")]
         for label, r in (("first departure", self.first_departure), ("first defect", self.first_defect)):
             lines.append(f"{label}: " + ("none" if r is None else
                                          f"{r.ge_node}:{r.output} ({r.ge_type}, TF {r.tf_type}): scale error "
@@ -158,13 +158,65 @@ class Comparison:
         csv.writer(text, lineterminator="\n").writerows(self.table_rows())
         return text.getvalue()
 
-    def format_table(self, columns: int = 9) -> str:
-        """A plain-text table of the first `columns` msaccucmp columns beside ours, then the summary."""
-        keep = len(_ROW_COLUMNS) + len(_OUR_COLUMNS) + columns
-        cells = [row[:keep] for row in self.table_rows()]
-        widths = [max(len(row[k]) for row in cells) for k in range(len(cells[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-        return "\n".join([*lines, "", self.summary()])
+    def format_table(self, columns: int | None = None, wide: bool = False, width: int = 120,
+                     ok_rows: bool = True) -> str:
+        """A plain-text table, then the summary. By default it fits `width` characters: the GE node (":j" for an
+        output j > 0; cut from the left with '…'), its type, the TF node ('=' where it is the GE node and type, its
+        type where only the name is the same), dtype, scale error, tolerance, isolated error, GE's and TF's errors
+        from the exact value where any row has them, the verdict, and the first `columns` of msaccucmp's columns
+        (none by default: the table may then be wider). `wide`: every column of
+        table_rows() (`columns` of msaccucmp's, all by default), nothing cut. `ok_rows=False`: only the rows whose
+        verdict is not ok, then a line counting the others; the summary is of every row."""
+        shown = self.rows if ok_rows else [r for r in self.rows if r.verdict != "ok"]
+        summary = self.summary()
+        if len(shown) < len(self.rows):
+            summary = f"{len(self.rows) - len(shown)} more rows, ok, not shown\n\n{summary}"
+            if not shown:
+                return summary
+        if wide:
+            keep = len(_ROW_COLUMNS) + len(_OUR_COLUMNS) + (len(COLUMNS) if columns is None else columns)
+            selected = set(map(id, shown))
+            cells = [self.table_rows()[0]] + [c for r, c in zip(self.rows, self.table_rows()[1:], strict=True)
+                                               if id(r) in selected]
+            cells = [row[:keep] for row in cells]
+            return _aligned(cells, summary)
+        extra = 0 if columns is None else columns
+        exact = any(r.exact_note or not math.isnan(r.ge_exact_error) for r in shown)
+        head = ["GENode", "GEType", "TF", "DType", "Error", "Tol", "Isolated", *(["Exact GE|TF"] if exact else []),
+                "Verdict", *COLUMNS[:extra]]
+        body = []
+        for r in shown:
+            same = r.tf_node == r.ge_node
+            tf = ("=" if r.tf_type == r.ge_type else _cut_right(r.tf_type)) if same else _cut_left(r.tf_node, 16)
+            exact_cell = ["none" if r.exact_note else "-" if math.isnan(r.ge_exact_error) else
+                          f"{_number(r.ge_exact_error)}|{_number(r.tf_exact_error)}"] if exact else []
+            body.append([f"{r.ge_node}:{r.output}" if r.output else r.ge_node, _cut_right(r.ge_type), tf,
+                         _SHORT_DTYPES.get(r.dtype, r.dtype), _number(r.metrics.scale_error), _number(r.tolerance),
+                         _number(r.isolated_error) if r.isolated else "-", *exact_cell, r.note or r.verdict,
+                         *(_number(v) for v in r.metrics.columns()[:extra])])
+        cells = [head, *body]
+        others = sum(max(len(row[k]) for row in cells) for k in range(1, len(head))) + 2 * (len(head) - 1)
+        for row in body:
+            row[0] = _cut_left(row[0], max(12, width - others))
+        return _aligned(cells, summary)
+
+
+_SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int32": "i32",
+                 "int64": "i64", "int8": "i8", "uint8": "u8"}
+
+
+def _aligned(cells: list[list[str]], summary: str) -> str:
+    widths = [max(len(row[k]) for row in cells) for k in range(len(cells[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "\n".join([*lines, "", summary])
+
+
+def _cut_left(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+
+
+def _cut_right(text: str, width: int = 16) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _exact_text(row: Row) -> str:

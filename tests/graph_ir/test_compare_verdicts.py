@@ -91,7 +91,26 @@ def test_the_gradient_of_a_bias_before_batch_normalization_is_noise():
     assert [r.ge_type for r in noise] == ["BiasAddGrad"], [(r.ge_node, r.verdict) for r in noise]
     row = noise[0]
     assert not row.within and row.metrics.scale_error > 0.1 and row.within_isolated
-    assert "1 out of tolerance are rounding noise" in comparison.summary()
+    assert "within; 1 noise" in comparison.summary()
     assert comparison.first_defect is None
     # The weights' gradients, out of the same Conv2D, are not noise.
     assert all(not r.noise for r in comparison.rows if r.ge_type == "Conv2DBackpropFilter")
+
+
+def test_the_table_fits_120_columns_and_wide_keeps_every_column():
+    step, arrays, graph = conv_bias_bn_case()
+    comparison = compare_step(step, *arrays, graph=graph)
+    table, _, summary = comparison.format_table().partition("\n\n")
+    lines = table.splitlines()
+    assert len(lines) == len(comparison.rows) + 1 and summary == comparison.summary()
+    assert max(map(len, lines)) <= 120 < max(len(r.ge_node) for r in comparison.rows) + 80
+    assert any(line.startswith("…") for line in lines)  # long names cut from the left
+    bias_grad = next(line for line in lines if "BiasAddGrad" in line)
+    assert bias_grad.count("BiasAddGrad") == 2 and " = " in bias_grad  # the TF node is shown once
+    wide = comparison.format_table(wide=True).splitlines()
+    assert wide[0].split("  ")[0] == "GENode" and len(wide[0].split()) >= len(comparison.table_rows()[0])
+    assert all(r.ge_node in "\n".join(wide) for r in comparison.rows)  # nothing cut
+    departing = comparison.format_table(ok_rows=False).splitlines()
+    not_ok = [r for r in comparison.rows if r.verdict != "ok"]
+    assert len(departing[1:departing.index("")]) == len(not_ok)
+    assert f"{len(comparison.rows) - len(not_ok)} more rows, ok, not shown" in departing
