@@ -17,6 +17,7 @@
 - CANN's dump files (graph_ir/compare/dump.py): write_dumps writes a Session's run as GE's dump does;
   compare_dumps compares a folder of them (an NPU's) with the Session by GE node name, accumulated and isolated
   (each node run on the dump's values of its inputs).
+- Only compare_step imports TensorFlow, when first used: reading and comparing dumps does not.
 - Functional nodes (If, Case, While) are compared on their outputs, accumulated only; the nodes of their bodies
   are not rows.
 """
@@ -25,7 +26,17 @@ from graph_ir.compare.dump import DumpFile, read_dump, read_dump_folder, write_d
 from graph_ir.compare.metrics import COLUMNS, Metrics, compute
 from graph_ir.compare.npu import compare_dumps, write_dumps
 from graph_ir.compare.report import Comparison, Row
-from graph_ir.compare.step import compare_step
+
+
+def __getattr__(name: str):
+    """compare_step, imported when first used: it (and graph_ir/compare/tf_values.py) needs TensorFlow; reading and
+    comparing dumps does not."""
+    if name == "compare_step":
+        from graph_ir.compare.step import compare_step
+
+        return compare_step
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["COLUMNS", "Comparison", "DumpFile", "Metrics", "Row", "compare_dumps", "compare_step", "compute",
            "read_dump", "read_dump_folder", "write_dump", "write_dumps"]
