@@ -19,6 +19,9 @@ def add(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", help="write the table as CSV (msaccucmp's columns) to this file")
     parser.add_argument("--no-isolated", action="store_true", help="do not run each node on the dump's inputs")
     parser.add_argument("--write-dumps", action="store_true", help="write the Session's run as dump files")
+    parser.add_argument("--all-rows", action="store_true",
+                        help="print every row (by default the rows not ok, then how many others)")
+    parser.add_argument("--wide", action="store_true", help="print every column, names uncut")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
             f.write(comparison.to_csv())
         print(comparison.summary())
     else:
-        print(comparison.format_table())
+        print(comparison.format_table(wide=args.wide, ok_rows=args.all_rows))
     return 1 if comparison.first_departure is not None else 0

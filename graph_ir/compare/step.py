@@ -53,7 +53,7 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
         session.set_variables({ge: value for ge, value, _ in step.variables.values() if ge in held})
         tf_run = run_step(step, arrays, {n.name for n in graph.nodes.values()})
         observer = Observer(lambda name, j: tf_run.values.get((name, j)), tf_run.op_types,
-                            tolerances.node_tolerance, isolated)
+                            tolerances.node_tolerance, isolated, exact=True)
         run_observed(session, 0, arrays, observer)
         rows = observer.rows
         departed = any(not r.within for r in rows)

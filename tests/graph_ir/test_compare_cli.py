@@ -30,14 +30,19 @@ def dumped(tmp_path_factory):
 def test_the_table_of_a_clean_dump_ends_on_the_summary(dumped, capsys):
     folder, _ = dumped
     capsys.readouterr()
-    status = main(["compare", str(folder / "step.air"), str(folder / "dump"), "--inputs", str(folder / "inputs.npz"),
-                   "--tolerance", "0"])
+    args = ["compare", str(folder / "step.air"), str(folder / "dump"), "--inputs", str(folder / "inputs.npz"),
+            "--tolerance", "0"]
+    status = main([*args, "--all-rows"])
     out = capsys.readouterr().out
     assert status == 0
-    assert out.splitlines()[0].split()[:3] == ["GENode", "GEType", "TFNode"]
+    assert out.splitlines()[0].split()[:3] == ["GENode", "GEType", "TF"]
     assert "first departure: none" in out and "first defect: none" in out
     rows = sum(len(d.outputs) for d in read_dump_folder(str(folder / "dump")).values())
     assert f"compared {rows} outputs: {rows} within tolerance accumulated" in out.split("\n\n")[-1]
+    assert all(len(line) <= 120 for line in out.split("\n\n")[0].splitlines())
+    # By default only the rows that are not ok: none here, so their count and the summary.
+    assert main(args) == 0
+    assert capsys.readouterr().out.startswith(f"{rows} more rows, ok, not shown\n\ncompared {rows} outputs")
 
 
 def test_csv_of_a_perturbed_dump_names_the_node(dumped, tmp_path, capsys):
@@ -61,6 +66,16 @@ def test_csv_of_a_perturbed_dump_names_the_node(dumped, tmp_path, capsys):
     row = next(r for r in table if r[0] == target)
     assert row[table[0].index("Verdict")] == "defect"
     assert float(row[table[0].index("MaxRelativeError")]) == pytest.approx(1 - 1 / 1.01, rel=1e-3)  # of the dump
+    # The table: the rows that are not ok first, in execution order, then how many others; --wide keeps every column.
+    for wide in ([], ["--wide"]):
+        assert main(["compare", str(folder / "step.air"), str(perturbed), "--inputs", str(folder / "inputs.npz"),
+                     "--tolerance", "1e-5", *wide]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].startswith(target) and "defect" in lines[1].split()
+        shown = lines[1:lines.index("")]
+        assert wide or all(line.split()[-1] != "ok" for line in shown)  # the narrow table ends on the verdict
+        assert re.fullmatch(r"\d+ more rows, ok, not shown", lines[len(shown) + 2])
+        assert ("MaxRelativeError" in lines[0]) == bool(wide)
 
 
 def test_msaccucmp_reads_our_dump_files_where_installed(dumped):
