@@ -17,11 +17,19 @@ Distributions (xla/tsl/lib/random/random_distributions.h and random_distribution
 
 Bitwise TF's, except where TF calls libm: log, sin and cos (glibc's logf and sincosf are not correctly rounded, and
 its float64 ones differ from NumPy's in the last bit now and then): here they are NumPy's float64 results rounded,
-so a normal can differ from TF's by an ulp or two of its log, sin or cos."""
+so a normal can differ from TF's by an ulp or two of its log, sin or cos.
+
+The stateful ops (RandomUniform, RandomStandardNormal, TruncatedNormal, RandomUniformInt; TF's PhiloxRandomOp and
+RandomUniformIntOp in random_op.cc) draw the same distributions from a generator of their own: GuardedPhiloxRandom's
+Init(seed, seed2) makes Philox with key = seed and 128-bit counter (0, seed2) (as uint64s); each run takes the
+generator as it is and skips it ahead by 256 calls per output (ReserveRandomOutputs(n, 256)), so run k draws at
+counter (0, seed2) + 256 n k. The counter lives with the node (STREAMS, one per Node object: a graph lowered or
+loaded anew starts at the seeds); seed = seed2 = 0 (TF's nondeterministic seed) is refused when lowering."""
 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 import ml_dtypes
@@ -169,6 +177,34 @@ def _uniform_int(node, dtype, x, args):
     return _int_in_range(dtype, x, *_checked_range(node, args))
 
 
+# A stateful node's next 128-bit Philox counter, kept between runs (the key is its seed attribute).
+STREAMS: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
+_U64, _U128 = (1 << 64) - 1, (1 << 128) - 1
+
+
+def _reserve(node: Node, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """GuardedPhiloxRandom::ReserveRandomOutputs(n, 256): the node's key and counter now (u64[1], u64[2]); its
+    stream then skips 256 n calls. An empty draw reserves nothing."""
+    seed, seed2 = (int(node.attrs[a]) & _U64 for a in ("seed", "seed2"))
+    counter = STREAMS.get(node, seed2 << 64)
+    STREAMS[node] = (counter + n * _RESERVED_WORDS) & _U128
+    return np.array([seed], np.uint64), np.array([counter & _U64, counter >> 64], np.uint64)
+
+
+def _stateful(draw: Executor, ranged: bool = False) -> Executor:
+    """A stateful op through the V2 stateless executor `draw` at the node's reserved key and counter (Philox)."""
+
+    def run(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        n = node.output_descs[0].num_elements
+        bounds = list(args[1:3]) if ranged else []
+        if ranged and n:  # TF checks minval < maxval only for a non-empty output
+            _checked_range(node, [None] * 4 + bounds)
+        key, counter = _reserve(node, n)
+        return draw(node, [args[0], key, counter, np.int32(PHILOX), *bounds])
+
+    return run
+
+
 EXECUTORS: dict[str, Executor] = {
     "StatelessRandomGetKeyCounter": _key_counter,
     "StatelessRandomGetKeyCounterAlg": lambda node, args: [*_key_counter(node, args), np.array(PHILOX, np.int32)],
@@ -182,6 +218,12 @@ EXECUTORS: dict[str, Executor] = {
     "StatelessRandomUniformFullIntV2": _fixed(lambda d: 4 // (d.itemsize // 4),
                                               lambda node, dtype, x, args: _full_int(dtype, x)),
 }
+EXECUTORS.update({
+    "RandomUniform": _stateful(EXECUTORS["StatelessRandomUniformV2"]),
+    "RandomStandardNormal": _stateful(EXECUTORS["StatelessRandomNormalV2"]),
+    "TruncatedNormal": _stateful(_truncated),
+    "RandomUniformInt": _stateful(EXECUTORS["StatelessRandomUniformIntV2"], ranged=True),
+})
 
 # Working memory while drawing: at most CHUNK_BLOCKS Philox calls' words and their intermediates at a time (measured
 # under 210 bytes per call, tests/graph_ir/test_random_ops.py), whatever the output size.

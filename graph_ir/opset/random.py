@@ -94,3 +94,41 @@ def _uniform_int(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 register(IrOp("StatelessRandomUniformIntV2", (*_DRAW_INPUTS, IrInput("minval", INTS), IrInput("maxval", INTS)),
               (IrOutput("y", INTS),), outputs_from="infer", infer=_uniform_int, same_dtype=("minval", "maxval"),
               doc="y[shape] = minval + bits % (maxval - minval), wrapping (TF's UniformDistribution of ints)."))
+
+
+# TF's stateful random ops (tensorflow/core/kernels/random_op.cc), as GE's REG_OPs declare them: the shape, `dtype`
+# (float16, float32, float64: the REG_OPs take no bfloat16) and `seed`, `seed2`. Each node draws from its own Philox
+# stream that advances at every run (graph_ir/executors/random.py).
+STATEFUL_FLOATS = ("float16", "float32", "float64")
+_SEEDS = (IrAttr("seed", "int", 0), IrAttr("seed2", "int", 0))
+
+
+def _stateful(op: IrOp, node: str, inputs, dtype, allowed: tuple[str, ...]) -> list[TensorDesc]:
+    shape = check_shape(node, "shape", const_dims(op, node, inputs[0], "shape"))
+    if dtype.name not in allowed:
+        raise GraphError(f"{op.type} {node!r}: attribute 'dtype' is {dtype}, expected one of {', '.join(allowed)}")
+    return [TensorDesc("y", dtype, shape)]
+
+
+for _type, _attrs, _what in (
+        ("RandomUniform", (IrAttr("dtype", "type", required=True), *_SEEDS), "uniform in [0, 1)"),
+        ("RandomStandardNormal", (IrAttr("dtype", "type", required=True), *_SEEDS), "standard normal"),
+        ("TruncatedNormal", (*_SEEDS, IrAttr("dtype", "type", "float32")), "standard normal with |y| < 2")):
+    register(IrOp(_type, (IrInput("shape", INDICES),), (IrOutput("y", STATEFUL_FLOATS),), _attrs,
+                  outputs_from="infer",
+                  infer=lambda op, node, inputs, attrs: _stateful(op, node, inputs, attrs["dtype"], STATEFUL_FLOATS),
+                  doc=f"y[shape] = {_what}, from the node's Philox stream (key seed, counter (0, seed2) at the "
+                      "first run), which each run advances by 256 calls per output (TF's ReserveRandomOutputs)."))
+
+
+def _stateful_int(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    for h, name in zip(inputs[1:], ("min", "max")):
+        if h.shape != ():
+            raise GraphError(f"{op.type} {node!r}: input {name!r} must have shape [] (TF's check), got "
+                             f"{list(h.shape)}")
+    return _stateful(op, node, inputs, inputs[1].dtype, INTS)
+
+
+register(IrOp("RandomUniformInt", (IrInput("shape", INDICES), IrInput("min", INTS), IrInput("max", INTS)),
+              (IrOutput("y", INTS),), _SEEDS, outputs_from="infer", infer=_stateful_int, same_dtype=("min", "max"),
+              doc="y[shape] = min + bits % (max - min), wrapping, from the node's Philox stream (RandomUniform's)."))

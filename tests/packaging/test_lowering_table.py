@@ -56,7 +56,7 @@ def test_the_table_lists_every_lowered_op_with_its_ge_op():
 CASE_TABLES = (test_conv_ops, test_activation_ops, test_slicing_ops, test_depthwise_ops, test_grouped_conv,
                test_tile_gather, test_math_ops, test_fft_ops)
 # tests/graph_ir/test_random_ops.py asserts the normals within ROUNDING and every other op it tests bitwise
-_RANDOM_NORMALS = ("StatelessRandomNormalV2", "StatelessTruncatedNormalV2")
+_RANDOM_NORMALS = ("StatelessRandomNormalV2", "StatelessTruncatedNormalV2", "RandomStandardNormal", "TruncatedNormal")
 
 
 def _asserted() -> dict[str, float]:

@@ -52,8 +52,7 @@ LOWERINGS["AddN"] = tensorlist_grads.add_n(LOWERINGS["AddN"])
 LOWERINGS["DivNoNan"] = fft.complex_div_no_nan(LOWERINGS["DivNoNan"])  # complex64: GE's DivNoNan declares none
 
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
-_RANDOM = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt", "RngReadAndSkip", "RngSkip",
-           "StatefulUniform", "StatefulStandardNormalV2")
+_RANDOM = ("RngReadAndSkip", "RngSkip", "StatefulUniform", "StatefulStandardNormalV2")
 # Ops on tf.lookup tables (captured resources that are no tf.Variable): host work, refused with REWRITES' advice.
 HOST_TABLE_OPS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2", "LookupTableImportV2",
                   "LookupTableInsertV2", "LookupTableRemoveV2")
@@ -111,9 +110,10 @@ def refusal(op: str, node: str, stateful: bool) -> str:
     """Why TF op `op` (node `node`) cannot be lowered."""
     where = f"TF op {op} (node {node!r})"
     if op in _RANDOM:
-        return (f"cannot lower {where}: stateful random ops (tf.random.uniform/normal, random initializers) draw "
-                "from a per-op generator state GE cannot reproduce; use the stateless ones (tf.random.stateless_*, "
-                "Keras's layers and keras.random with a SeedGenerator), which lower and draw TensorFlow's values")
+        return (f"cannot lower {where}: the random ops of a tf.random.Generator draw from a generator variable's "
+                "state that GE cannot reproduce; use the stateless ones (tf.random.stateless_*, Keras's layers and "
+                "keras.random with a SeedGenerator) or seeded tf.random.uniform/normal, which lower and draw "
+                "TensorFlow's values")
     if op in _CONTROL_FLOW:
         return (f"cannot lower {where}: TF1's dataflow control flow (Switch/Merge/Enter/Exit) is not lowered; GE "
                 "takes the functional form: enable control flow v2 (tf.compat.v1.enable_control_flow_v2(), the "
