@@ -13,6 +13,7 @@ import numpy as np
 from graph_ir.compare import metrics
 from graph_ir.compare.report import Row
 from graph_ir.compare.tolerances import GAIN, SUMS_OF_PRODUCTS
+from graph_ir.executors import random as random_ops
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, Step
 from graph_ir.ir.dtypes import as_dtype
 from graph_ir.ir.nodes import TensorDesc
@@ -66,7 +67,8 @@ class Observer:
                 same = theirs is not None and theirs.shape == np.shape(ours) and theirs.dtype == np.asarray(ours).dtype
                 tf_inputs.append(np.array(theirs if same else ours, copy=True))  # copies: executors may write in place
                 replaced.append(same)
-            results = [np.array(r, copy=True) for r in executor(node, tf_inputs)]
+            with random_ops.unchanged():  # a stateful random node draws again what its run draws
+                results = [np.array(r, copy=True) for r in executor(node, tf_inputs)]
             magnitudes = None
             if self.tf_types[node.name] in SUMS_OF_PRODUCTS:
                 absolute = [np.abs(a) if a.dtype.kind in "fV" else a for a in tf_inputs]  # axes stay as they are

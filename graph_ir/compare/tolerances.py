@@ -16,7 +16,7 @@ ROUNDING_OPS = frozenset({
     "Erf", "Erfc", "Exp", "Expm1", "FFT", "FFT2D", "IFFT", "IFFT2D", "IRFFT", "Inv", "RFFT", "Log", "Log1p", "LogSoftmax", "MaxPoolGrad", "Pow", "Reciprocal", "Rsqrt",
     "Selu", "Sigmoid", "SigmoidGrad", "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyWithLogits", "Softplus",
     "SoftplusGrad", "SparseSoftmaxCrossEntropyWithLogits", "SqrtGrad", "StatelessRandomNormalV2",
-    "StatelessTruncatedNormalV2", "Tan", "Tanh"})
+    "StatelessTruncatedNormalV2", "RandomStandardNormal", "TruncatedNormal", "Tan", "Tanh"})
 PRODUCT_OPS = frozenset({
     "BatchMatMulV2", "BatchMatMulV3", "BiasAddGrad", "Cholesky", "Conv2D", "Conv2DBackpropFilter",
     "Conv2DBackpropInput", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",

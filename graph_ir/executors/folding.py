@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.executors import EXECUTORS
+from graph_ir.executors import EXECUTORS, random
 from graph_ir.executors.array import SHAPE_ONLY
 from graph_ir.ir.nodes import Handle, Node
 
 FOLD_LIMIT = 4096  # the most elements a folded input or result may have (larger results stay GE nodes)
-NEVER_FOLDED = frozenset({"Identity", "IdentityN"})  # snapshots, which keep read-before-write order
+# snapshots, which keep read-before-write order, and draws from a stream, which differ at every run
+NEVER_FOLDED = frozenset({"Identity", "IdentityN"}) | random.STATEFUL
 
 
 def known_value(handle: Handle) -> np.ndarray | None:

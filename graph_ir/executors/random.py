@@ -23,14 +23,17 @@ The stateful ops (RandomUniform, RandomStandardNormal, TruncatedNormal, RandomUn
 RandomUniformIntOp in random_op.cc) draw the same distributions from a generator of their own: GuardedPhiloxRandom's
 Init(seed, seed2) makes Philox with key = seed and 128-bit counter (0, seed2) (as uint64s); each run takes the
 generator as it is and skips it ahead by 256 calls per output (ReserveRandomOutputs(n, 256)), so run k draws at
-counter (0, seed2) + 256 n k. The counter lives with the node (STREAMS, one per Node object: a graph lowered or
-loaded anew starts at the seeds); seed = seed2 = 0 (TF's nondeterministic seed) is refused when lowering."""
+counter (0, seed2) + 256 n k. As TF keeps the generator in the op's kernel, the counter lives in the Session, one
+stream per stateful node of each added graph (streams(): a graph added anew starts at the seeds; the plans of one
+template at several input shapes share it); an executor run outside a Session draws at the seeds. seed = seed2 = 0
+(TF's nondeterministic seed) is refused when lowering."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -177,17 +180,38 @@ def _uniform_int(node, dtype, x, args):
     return _int_in_range(dtype, x, *_checked_range(node, args))
 
 
-# A stateful node's next 128-bit Philox counter, kept between runs (the key is its seed attribute).
-STREAMS: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
+# The running Session's streams of one graph: {(node name, seed, seed2): the next 128-bit Philox counter}.
+_STREAMS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("graph_ir_random_streams", default=None)
 _U64, _U128 = (1 << 64) - 1, (1 << 128) - 1
+
+
+@contextlib.contextmanager
+def streams(state: dict) -> Iterator[None]:
+    """Stateful random nodes draw from, and advance, `state` during the run (a Session keeps one per graph)."""
+    token = _STREAMS.set(state)
+    try:
+        yield
+    finally:
+        _STREAMS.reset(token)
+
+
+@contextlib.contextmanager
+def unchanged() -> Iterator[None]:
+    """Draws inside leave the running streams as they were: a node run again (graph_ir.compare's isolated run) draws
+    what its run in the graph draws."""
+    state = _STREAMS.get()
+    with streams(dict(state) if state is not None else {}):
+        yield
 
 
 def _reserve(node: Node, n: int) -> tuple[np.ndarray, np.ndarray]:
     """GuardedPhiloxRandom::ReserveRandomOutputs(n, 256): the node's key and counter now (u64[1], u64[2]); its
     stream then skips 256 n calls. An empty draw reserves nothing."""
     seed, seed2 = (int(node.attrs[a]) & _U64 for a in ("seed", "seed2"))
-    counter = STREAMS.get(node, seed2 << 64)
-    STREAMS[node] = (counter + n * _RESERVED_WORDS) & _U128
+    state, key = _STREAMS.get(), (node.name, seed, seed2)
+    counter = seed2 << 64 if state is None else state.get(key, seed2 << 64)
+    if state is not None:
+        state[key] = (counter + n * _RESERVED_WORDS) & _U128
     return np.array([seed], np.uint64), np.array([counter & _U64, counter >> 64], np.uint64)
 
 
@@ -218,6 +242,8 @@ EXECUTORS: dict[str, Executor] = {
     "StatelessRandomUniformFullIntV2": _fixed(lambda d: 4 // (d.itemsize // 4),
                                               lambda node, dtype, x, args: _full_int(dtype, x)),
 }
+# Each run draws anew from the node's stream: never folded into a constant (graph_ir/executors/folding.py).
+STATEFUL = frozenset({"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"})
 EXECUTORS.update({
     "RandomUniform": _stateful(EXECUTORS["StatelessRandomUniformV2"]),
     "RandomStandardNormal": _stateful(EXECUTORS["StatelessRandomNormalV2"]),

@@ -33,6 +33,7 @@ import numpy as np
 
 from graph_ir.dynamic import is_template
 from graph_ir.executors import control as control_flow
+from graph_ir.executors import random as random_ops
 from graph_ir.executors import run_settings
 from graph_ir.executors.plan_steps import CONST, EXECUTOR, FED, OUTPUT, VARIABLE, Step
 from graph_ir.ir.dtypes import as_dtype
@@ -72,6 +73,7 @@ class Session:
         self.blas_threads, self.threads, self.keep_memory = blas_threads, threads, keep_memory
         self._max_run_bytes = max_run_bytes
         self._plans: dict[int, Plan | ShapePlans] = {}
+        self._random_streams: dict[int, dict] = {}  # per graph: its stateful random ops' Philox counters
         self._variables: dict[str, np.ndarray] = {}
         self._frozen: dict[str, list[str]] = {}  # learning-rate variables the added graphs froze (Graph.frozen_variables)
         self._lock = threading.Lock()
@@ -102,12 +104,14 @@ class Session:
             self._variables.update(new)
             self._frozen.update(graph.frozen_variables)
             self._plans[graph_id] = planned
+            self._random_streams[graph_id] = {}  # its stateful random ops start at their seeds
 
     def remove_graph(self, graph_id: int) -> None:
         with self._lock:
             if graph_id not in self._plans:
                 raise KeyError(f"no graph with id {graph_id!r}")
             del self._plans[graph_id]
+            del self._random_streams[graph_id]
 
     def _feeds(self, plan: Plan, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
         feeds, graph, data = {}, plan.graph, plan.fed
@@ -166,7 +170,8 @@ class Session:
             if wrap is not None:
                 planned = dataclasses.replace(planned, steps=[wrap(step) for step in planned.steps])
             control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
-            with run_settings.applied(self.blas_threads, self.threads, self.keep_memory):
+            with run_settings.applied(self.blas_threads, self.threads, self.keep_memory), \
+                    random_ops.streams(self._random_streams[graph_id]):
                 outputs = self._run(planned, feeds)
             if isinstance(entry, ShapePlans):  # a smaller call after a larger one gives the difference back
                 entry.largest_peak = run_settings.release_below(planned.peak_bytes, entry.largest_peak)

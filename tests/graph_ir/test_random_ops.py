@@ -1,8 +1,7 @@
 """The random family (graph_ir/opset/random.py, executors/random.py, executors/philox.py): TF's V2 stateless random
 ops, each alone in a tf.function, lowered, run in graph_ir.Session and compared with tf.raw_ops on several seeds,
 keys and counters (a counter whose low word carries, one that wraps to 0), shapes (scalar, empty, odd, sizes not a
-multiple of 4, larger than a fold) and every dtype TF's CPU kernels draw. TF's stateful ops (RandomUniform,
-RandomStandardNormal, TruncatedNormal, RandomUniformInt) seeded, over 3 calls of a fresh trace beside 3 Session runs.
+multiple of 4, larger than a fold) and every dtype TF's CPU kernels draw (the stateful ops: test_random_stateful.py).
 
 Bitwise: StatelessRandomGetKeyCounter, StatelessRandomUniformV2 (float32/float16/bfloat16/float64),
 StatelessRandomUniformIntV2 (int32/int64), StatelessRandomUniformFullIntV2 (int32/int64/uint32/uint64).
@@ -211,124 +210,6 @@ def test_a_seed_of_the_wrong_shape_is_refused():
     graph = graph_ir.Graph("g")
     with graph, pytest.raises(graph_ir.GraphError, match=r"input 'seed' must have shape \[2\], got \[3\]"):
         graph.add_node("StatelessRandomGetKeyCounter", [graph_ir.Data(0, "int32", (3,))])
-
-
-@pytest.fixture
-def no_global_seed():
-    """Leaves TF's global seed unset after the test, as the other tests expect it."""
-    yield
-    tf.random.set_seed(None)
-
-
-STATEFUL_SHAPES = ((), (0,), (1,), (5,), (3, 7), (2, 1, 3), (1001,))
-STATEFUL_FLOATS = (tf.float32, tf.float16, tf.float64)
-_STATEFUL_DRAWS = {"RandomUniform": lambda shape, dtype: tf.random.uniform(shape, dtype=dtype),
-                   "RandomStandardNormal": lambda shape, dtype: tf.random.normal(shape, dtype=dtype),
-                   "TruncatedNormal": lambda shape, dtype: tf.random.truncated_normal(shape, dtype=dtype)}
-
-
-def _stateful_runs(make, calls: int = 3, seed: int = 42):
-    """make() -> a fresh tf.function of one float32 argument (a scalar added to nothing, so that the Session has an
-    input); lowered after tf.random.set_seed(seed), then traced again from the same seed and called `calls` times
-    beside `calls` Session runs: yields (call, got, want) per output."""
-    x = np.float32(0)
-    tf.random.set_seed(seed)
-    graph = graph_ir.from_tensorflow(make(), tf.TensorSpec((), tf.float32))
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    tf.random.set_seed(seed)
-    step = make()  # a new trace: its kernels, and their generators, are made at its first call
-    for call in range(calls):
-        got, want = session.run_graph(0, [x]), [t.numpy() for t in tf.nest.flatten(step(x))]
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            yield call, g, w
-
-
-@pytest.mark.parametrize("op", list(_STATEFUL_DRAWS))
-@pytest.mark.parametrize("dtype", STATEFUL_FLOATS, ids=lambda d: d.name)
-def test_stateful_float_draws_are_tfs_over_calls(op, dtype, no_global_seed):
-    """Each op (several in one function: each its own stream, op seeds 0, 1, ...) draws TF's numbers at each of 3
-    calls: uniforms bitwise; normals too but for libm's last bit (the module docstring): each element within
-    _assert_close_normals's bounds, 97% of all the test's elements bitwise (a small tensor may hold one of them)."""
-    def make():
-        return tf.function(lambda x: [_STATEFUL_DRAWS[op](shape, dtype) for shape in STATEFUL_SHAPES])
-
-    draws = list(_stateful_runs(make))
-    assert len(draws) == 3 * len(STATEFUL_SHAPES)
-    for call, got, want in draws:
-        if op == "RandomUniform":
-            assert_bitwise(got, want)
-    if op != "RandomUniform":
-        _assert_close_normals(*(np.concatenate([d[i].reshape(-1) for d in draws]) for i in (1, 2)))
-    first, later = draws[len(STATEFUL_SHAPES) - 1][1], draws[-1][1]
-    assert not np.array_equal(first, later)  # the stream advanced between calls
-
-
-@pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
-def test_stateful_uniform_int_is_bitwise_over_calls(dtype, no_global_seed):
-    info = np.iinfo(dtype.as_numpy_dtype)
-    ranges = ((-5, 7), (0, 1), (-1000, 10**6), (int(info.min), int(info.max)))
-
-    def make():
-        return tf.function(lambda x: [tf.random.uniform(shape, lo, hi, dtype=dtype)
-                                      for shape in STATEFUL_SHAPES for lo, hi in ranges])
-
-    draws = list(_stateful_runs(make))
-    assert len(draws) == 3 * len(STATEFUL_SHAPES) * len(ranges)
-    for _, got, want in draws:
-        assert_bitwise(got, want)
-
-
-def test_op_seeds_and_a_graph_lowered_anew(no_global_seed):
-    """Op-level seeds without a global one (seed2 = the op's, seed = TF's default graph seed): two ops of the same
-    seeds are two streams (TF's two kernels), not one; a graph lowered anew starts its streams at the seeds again,
-    while the session's graph goes on."""
-    def make():
-        return tf.function(lambda x: x + tf.random.uniform((4, 3), seed=11) * tf.random.uniform((4, 3), seed=11))
-
-    step, x = make(), np.zeros((4, 3), np.float32)
-    graph = graph_ir.from_tensorflow(step, tf.TensorSpec((4, 3), tf.float32))
-    assert [n.attrs["seed2"] for n in graph.nodes.values() if n.type.startswith("Random")] == [11, 11]
-    session = graph_ir.Session()
-    session.add_graph(0, graph)
-    want = [step(x).numpy() for _ in range(3)]
-    got = [session.run_graph(0, [x])[0] for _ in range(2)]
-    again = graph_ir.Session()
-    again.add_graph(0, graph_ir.from_tensorflow(make(), tf.TensorSpec((4, 3), tf.float32)))
-    for g, w in zip([*got, session.run_graph(0, [x])[0]], want, strict=True):
-        assert_bitwise(g, w)
-    assert_bitwise(again.run_graph(0, [x])[0], want[0])
-
-
-def test_an_unseeded_stateful_op_is_refused_naming_the_node(no_global_seed):
-    tf.random.set_seed(None)
-    step = tf.function(lambda x: x + tf.random.uniform((3,)))
-    with pytest.raises(graph_ir.LoweringError, match=r"RandomUniform \(node '.*'\): it has no seed.*"
-                                                     r"keras.utils.set_random_seed"):
-        graph_ir.from_tensorflow(step, tf.TensorSpec((3,), tf.float32))
-
-
-@pytest.mark.parametrize("op", list(_STATEFUL_DRAWS))
-def test_a_bfloat16_stateful_draw_is_refused_naming_the_node(op, no_global_seed):
-    """TF draws bfloat16; GE's REG_OPs of these ops take float16, float32 and float64 only."""
-    tf.random.set_seed(3)
-    step = tf.function(lambda x: _STATEFUL_DRAWS[op]((3,), tf.bfloat16))
-    assert step(np.float32(0)).dtype == tf.bfloat16
-    with pytest.raises(graph_ir.LoweringError, match=rf"{op} \(node '.*'\): its dtype is bfloat16"):
-        graph_ir.from_tensorflow(step, tf.TensorSpec((), tf.float32))
-
-
-def test_stateful_uniform_int_needs_minval_below_maxval(no_global_seed):
-    tf.random.set_seed(3)
-    step = tf.function(lambda lo, hi: tf.random.uniform((3,), lo, hi, dtype=tf.int32))
-    spec = tf.TensorSpec((), tf.int32)
-    session = graph_ir.Session()
-    session.add_graph(0, graph_ir.from_tensorflow(step, spec, spec))
-    with pytest.raises(graph_ir.GraphError, match=r"RandomUniformInt .*minval < maxval.*got 4 and 4"):
-        session.run_graph(0, [np.int32(4), np.int32(4)])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="Need minval < maxval"):
-        step(np.int32(4), np.int32(4))
 
 
 def test_generator_random_ops_stay_refused():
