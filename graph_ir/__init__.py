@@ -5,13 +5,13 @@ Packages, by layer (each imports only the ones above it; tests/packaging/test_la
   ir (the IR: dtypes, the op registry from op_spec and CANN's REG_OPs, nodes, the verifier, Graph, builders)
   -> opset (the GE op families' prototypes) -> files (.air and .pbtxt written, GE's ONNX-format dump) -> ops (one
   builder per IR op) -> kernels (the C++ kernels on NumPy arrays) -> executors -> dynamic (graphs with dims known
-  only at run time) -> files.load -> runtime (the Session) -> lowering (TensorFlow -> GE IR), compare, cli.
+  only at run time) -> files.load, files.read -> runtime (the Session) -> lowering (TensorFlow -> GE IR), compare, cli.
 """
 
 from typing import Any
 
 from graph_ir import kernels, ops
-from graph_ir.files.load import load, loads
+from graph_ir.files.read import load, loads
 from graph_ir.ir import registry
 from graph_ir.ir.builders import Const, Data, Variable
 from graph_ir.ir.errors import GraphError, LoweringError

@@ -1,4 +1,4 @@
-"""Reads GE graphs back: .air (binary ge.proto.ModelDef) and .pbtxt (text format) files, or bytes.
+"""Builds GE graphs back from a ge.proto.ModelDef read from an .air or .pbtxt file (graph_ir/files/read.py).
 
 Files travel between people and machines, so nothing in them is trusted. Every fault is a GraphError naming the
 node and the field: edges are parsed strictly ("name:index" with ASCII digits, the index in range) and bound to the
@@ -17,7 +17,6 @@ import heapq
 import re
 
 import numpy as np
-from google.protobuf import message, text_format
 
 from graph_ir import proto
 from graph_ir.dynamic import add_template_node, check_template
@@ -33,7 +32,6 @@ from graph_ir.ir.verify import check_shape
 from graph_ir.opset import control
 
 _EDGE = re.compile(r"([^:]+):(-1|0|[1-9][0-9]{0,8})", re.ASCII)
-MAX_TEXT_NESTING = 64  # a ModelDef nests 5 deep; deeper text is refused before the (recursive) text parser runs
 
 
 MAX_ORIGINS = 64  # the TF nodes a GE node names as its origins: more are not read
@@ -235,73 +233,3 @@ def _build_graph(graph_def, graph_name: str, built: dict[str, Graph], parent: tu
     if NET_OUTPUT in graph.nodes:
         graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
     return graph
-
-
-def _check_nesting(text: str) -> None:
-    depth = 0
-    quote = None
-    escaped = False
-    for ch in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{<":
-            depth += 1
-            if depth > MAX_TEXT_NESTING:
-                raise GraphError(f"the text ModelDef nests deeper than {MAX_TEXT_NESTING} levels")
-        elif ch in "}>":
-            depth -= 1
-
-
-def loads(data: bytes) -> Graph:
-    """A Graph from a serialized binary ModelDef (the contents of an .air file)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"graph_ir.loads takes bytes, got {type(data).__name__}")
-    return from_model_def(_binary(bytes(data)))
-
-
-def _binary(data: bytes, path: str | None = None) -> proto.ModelDef:
-    """The ModelDef of an .air's bytes; a fault names the file, hinting at the usual cause (text named .air)."""
-    model = proto.ModelDef()
-    try:
-        model.ParseFromString(data)
-    except (message.DecodeError, RecursionError, ValueError) as e:
-        raise GraphError(f"not a valid binary ge.proto.ModelDef: {e}" if path is None else f"graph file {path!r} is "
-                         f"not a valid binary ge.proto.ModelDef ({e}); a text-format graph should be named .pbtxt") \
-            from None
-    return model
-
-
-def loads_text(text: str) -> Graph:
-    """A Graph from a ModelDef in protobuf text format (the contents of a .pbtxt file)."""
-    _check_nesting(text)
-    model = proto.ModelDef()
-    try:
-        text_format.Parse(text, model)
-    except (text_format.ParseError, RecursionError, ValueError) as e:
-        raise GraphError(f"not a valid text ge.proto.ModelDef: {e}") from None
-    return from_model_def(model)
-
-
-def load(path: str) -> Graph:
-    """Reads a Graph from an .air (binary ge.proto.ModelDef) or .pbtxt (text format) file."""
-    if not isinstance(path, str):
-        path = str(path)
-    if path.endswith(".pbtxt"):
-        with open(path, "rb") as f:
-            raw = f.read()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise GraphError(f"graph file {path!r} is not UTF-8 text: {e}") from None
-        return loads_text(text)
-    if path.endswith(".air"):
-        with open(path, "rb") as f:
-            return from_model_def(_binary(f.read(), path))
-    raise ValueError(f"graph file {path!r}: use a .air (binary ModelDef) or .pbtxt (text format) name")

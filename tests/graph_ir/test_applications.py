@@ -58,7 +58,7 @@ import numpy as np
 import pytest
 
 import graph_ir
-from tests.helpers import ROOT, application_processes, applications, tf_spread
+from tests.helpers import ROOT, application_processes, application_steps, applications, tf_spread
 from tests.helpers.applications import APPLICATIONS
 
 
@@ -80,7 +80,7 @@ def _marks(label: str) -> list:
 def test_application_step(label, tmp_path):
     app = APPLICATIONS[label]
     try:
-        result = applications.run_application(app, str(tmp_path), spread=bool(app.looser))
+        result = application_steps.run_application(app, str(tmp_path), spread=bool(app.looser))
     except graph_ir.LoweringError as e:
         assert app.refusal and re.search(app.refusal, str(e)), f"{label}: unexpected refusal: {e}"
         raise

@@ -17,23 +17,7 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers import ROOT
-
-TIMEOUT = 300  # each verb imports TensorFlow; a hang must not stall the suite
-
-
-def _cli(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
-    done = subprocess.run([sys.executable, "-m", "graph_ir", *args], capture_output=True, text=True, env=env,
-                          timeout=TIMEOUT, cwd=ROOT, check=False)
-    if ok is not None:
-        assert done.returncode == ok, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
-    return done
-
-
-def _one_error_line(done: subprocess.CompletedProcess, pattern: str) -> None:
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.startswith("python -m graph_ir")]
-    assert len(lines) == 1 and re.search(pattern, lines[0]), done.stderr[-2000:]
+from tests.helpers.cli import TIMEOUT, cli_reporting_tf, one_error_line, run_cli, small_air
 
 
 @pytest.fixture(scope="module")
@@ -52,26 +36,26 @@ def saved(tmp_path_factory) -> tuple[str, str]:
 def test_convert_show_and_run(saved, tmp_path):
     path, name = saved
     air = str(tmp_path / "cnn.air")
-    done = _cli("convert", path, air, "--input_shape", f"{name}:3,8,8,2")
+    done = run_cli("convert", path, air, "--input_shape", f"{name}:3,8,8,2")
     assert "wrote" in done.stdout and os.path.isfile(air)
-    shown = _cli("show", air, "--nodes").stdout
+    shown = run_cli("show", air, "--nodes").stdout
     assert f"input 0 {name}: float32[3, 8, 8, 2]" in shown and "Conv2D" in shown and "variable" in shown
     x = np.random.default_rng(42).standard_normal((3, 8, 8, 2)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = str(tmp_path / "out.npz")
-    printed = _cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", out, "--print").stdout
+    printed = run_cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", out, "--print").stdout
     assert "output_0: float32[3, 4]" in printed
     (want,) = tf.saved_model.load(path).signatures["serving_default"](**{name: tf.constant(x)}).values()
     with np.load(out) as got:
         np.testing.assert_allclose(got["output_0"], want.numpy(), rtol=1e-5, atol=1e-6)
     np.savez(tmp_path / "named.npz", **{name: x})
-    _cli("run", air, "--inputs", str(tmp_path / "named.npz"))
+    run_cli("run", air, "--inputs", str(tmp_path / "named.npz"))
 
 
 @pytest.mark.slow
 def test_missing_and_ops(saved, tmp_path):
     path, name = saved
-    assert "every op has a lowering" in _cli("missing", path, "--input_shape", f"{name}:1,8,8,2").stdout
+    assert "every op has a lowering" in run_cli("missing", path, "--input_shape", f"{name}:1,8,8,2").stdout
 
     class Special(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec((4,), tf.float32)])
@@ -80,9 +64,9 @@ def test_missing_and_ops(saved, tmp_path):
 
     special = str(tmp_path / "special")
     tf.saved_model.save(Special(), special)
-    done = _cli("missing", special, "--signature", "f", ok=1)
+    done = run_cli("missing", special, "--signature", "f", ok=1)
     assert done.stdout.startswith("Igamma (1):")
-    assert "Conv2D" in _cli("ops").stdout
+    assert "Conv2D" in run_cli("ops").stdout
 
 
 _SLOW = pytest.mark.slow
@@ -103,20 +87,20 @@ _SLOW = pytest.mark.slow
 ])
 def test_bad_input_is_one_line_and_exit_status_2(saved, tmp_path, args, pattern):
     path, name = saved
-    _one_error_line(_cli(*[a.format(dir=tmp_path, saved=path, name=name) for a in args], ok=None), pattern)
+    one_error_line(run_cli(*[a.format(dir=tmp_path, saved=path, name=name) for a in args], ok=None), pattern)
 
 
 @pytest.mark.slow
 def test_run_refuses_inputs_that_do_not_fit(saved, tmp_path):
     path, name = saved
     air = str(tmp_path / "cnn.air")
-    _cli("convert", path, air, "--input_shape", f"{name}:2,8,8,2")
+    run_cli("convert", path, air, "--input_shape", f"{name}:2,8,8,2")
     np.save(tmp_path / "wrong.npy", np.zeros((2, 8, 8, 3), np.float32))
-    _one_error_line(_cli("run", air, "--inputs", str(tmp_path / "wrong.npy"), ok=None), r"run: error: .*8, 8, 3")
+    one_error_line(run_cli("run", air, "--inputs", str(tmp_path / "wrong.npy"), ok=None), r"run: error: .*8, 8, 3")
     np.savez(tmp_path / "other.npz", y=np.zeros(3))
-    _one_error_line(_cli("run", air, "--inputs", str(tmp_path / "other.npz"), ok=None), r"no array '.*'; the graph's")
+    one_error_line(run_cli("run", air, "--inputs", str(tmp_path / "other.npz"), ok=None), r"no array '.*'; the graph's")
     (tmp_path / "garbage.air").write_bytes(b"\x00not a model")
-    _one_error_line(_cli("show", str(tmp_path / "garbage.air"), ok=None), r"show: error: ")
+    one_error_line(run_cli("show", str(tmp_path / "garbage.air"), ok=None), r"show: error: ")
 
 
 def test_draw_writes_the_ge_dump(tmp_path):
@@ -130,10 +114,10 @@ def test_draw_writes_the_ge_dump(tmp_path):
         x = graph_ir.Data(0, "float32", (2, 3), name="x")
         graph.set_outputs([graph_ir.ops.Relu(x)])
     graph.save(str(tmp_path / "g.air"))
-    done = _cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.onnx"))
+    done = run_cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.onnx"))
     assert "wrote" in done.stdout
     assert [n.op_type for n in onnx.load(str(tmp_path / "g.onnx")).graph.node] == ["ge:Data", "ge:Relu", "ge:NetOutput"]
-    _one_error_line(_cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.png"), ok=None), r"draw: error: .*\.onnx")
+    one_error_line(run_cli("draw", str(tmp_path / "g.air"), str(tmp_path / "g.png"), ok=None), r"draw: error: .*\.onnx")
 
 
 @pytest.mark.slow
@@ -142,13 +126,13 @@ def test_convert_a_frozen_graph_with_out_nodes(tmp_path):
 
     path, model = _frozen_cnn(tmp_path)
     air = str(tmp_path / "frozen.air")
-    _cli("convert", path, air, "--out_nodes", "logits:0", "--input_shape", "x:2,6,6,2")
+    run_cli("convert", path, air, "--out_nodes", "logits:0", "--input_shape", "x:2,6,6,2")
     x = np.random.default_rng(44).standard_normal((2, 6, 6, 2)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    _cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "out.npz"))
+    run_cli("run", air, "--inputs", str(tmp_path / "x.npy"), "--out", str(tmp_path / "out.npz"))
     with np.load(tmp_path / "out.npz") as got:
         np.testing.assert_allclose(got["output_0"], model(x).numpy(), rtol=1e-5, atol=1e-6)
-    _one_error_line(_cli("convert", path, air, ok=None), r"is a file: a frozen GraphDef needs --out_nodes")
+    one_error_line(run_cli("convert", path, air, ok=None), r"is a file: a frozen GraphDef needs --out_nodes")
 
 
 @pytest.mark.slow
@@ -162,20 +146,20 @@ def test_convert_a_keras_application_and_a_saved_training_step(tmp_path):
     model = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=5)
     model.export(serving, verbose=False)
     (name,) = tf.saved_model.load(serving).signatures["serving_default"].structured_input_signature[1]
-    _cli("convert", serving, str(tmp_path / "mobilenet.air"), "--input_shape", f"{name}:2,32,32,3")
+    run_cli("convert", serving, str(tmp_path / "mobilenet.air"), "--input_shape", f"{name}:2,32,32,3")
     x = np.random.default_rng(46).uniform(-1, 1, (2, 32, 32, 3)).astype(np.float32)
     np.savez(tmp_path / "x.npz", x)
-    _cli("run", str(tmp_path / "mobilenet.air"), "--inputs", str(tmp_path / "x.npz"), "--out", str(tmp_path / "y.npz"))
+    run_cli("run", str(tmp_path / "mobilenet.air"), "--inputs", str(tmp_path / "x.npz"), "--out", str(tmp_path / "y.npz"))
     with np.load(tmp_path / "y.npz") as got:
         np.testing.assert_allclose(got["output_0"], model(x, training=False).numpy(), rtol=1e-4, atol=1e-5)
 
     trainer = str(tmp_path / "trainer")
     tf.saved_model.save(_Trainer(), trainer)
-    _cli("convert", trainer, str(tmp_path / "train.air"), "--signature", "train_step", "--input_shape", "x:4,6;y:4")
+    run_cli("convert", trainer, str(tmp_path / "train.air"), "--signature", "train_step", "--input_shape", "x:4,6;y:4")
     rng = np.random.default_rng(47)
     batch = [rng.standard_normal((4, 6)).astype(np.float32), rng.integers(0, 3, 4).astype(np.int32)]
     np.savez(tmp_path / "batch.npz", *batch)
-    _cli("run", str(tmp_path / "train.air"), "--inputs", str(tmp_path / "batch.npz"), "--steps", "3", "--out",
+    run_cli("run", str(tmp_path / "train.air"), "--inputs", str(tmp_path / "batch.npz"), "--steps", "3", "--out",
          str(tmp_path / "loss.npz"))
     loaded = tf.saved_model.load(trainer)
     for _ in range(3):
@@ -184,108 +168,8 @@ def test_convert_a_keras_application_and_a_saved_training_step(tmp_path):
         np.testing.assert_allclose(got["output_0"], want, rtol=1e-5)
 
 
-def test_compare_refuses_missing_files_in_one_line(tmp_path):
-    _one_error_line(_cli("compare", str(tmp_path / "none.air"), str(tmp_path / "dumps"), "--inputs",
-                         str(tmp_path / "none.npz"), ok=None), r"compare: error: .*none")
-
-
-def _small_air(tmp_path) -> str:
-    """A graph of one float32[2, 3] input x (no TensorFlow: the subprocesses run fast)."""
-    import graph_ir
-
-    graph = graph_ir.Graph("g")
-    with graph:
-        x = graph_ir.Data(0, "float32", (2, 3), name="x")
-        graph.set_outputs([graph_ir.ops.Relu(x)])
-    graph.save(str(tmp_path / "g.air"))
-    return str(tmp_path / "g.air")
-
-
-def _huge_npy(path) -> None:
-    """An .npy whose header claims 2**40 float32 elements, followed by 16 bytes."""
-    with open(path, "wb") as f:
-        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (2**40,)})
-        f.write(bytes(16))
-
-
-def _truncated_npz(path) -> None:
-    np.savez(path, x=np.zeros((2, 3), np.float32))
-    with open(path, "rb") as f:
-        data = f.read()
-    with open(path, "wb") as f:
-        f.write(data[:len(data) // 2])
-
-
-def _saved_as(path: str, save, array: np.ndarray) -> None:
-    """`array` saved by `save` (np.save or np.savez) under `path`, whatever its extension."""
-    with open(path, "wb") as f:
-        save(f, array)
-
-
-BAD_INPUTS = {  # file name -> (writer, the one error line)
-    "x.npy": (lambda p: np.save(p, np.zeros((2, 3))), (r"input 0 \(x\) from '.*x\.npy': dtype float64, the graph "
-                                                      r"wants float32")),
-    "fields.npy": (lambda p: np.save(p, np.zeros((2, 3), [("a", "f4"), ("b", "i4")])),
-                   (r"input 0 \(x\) from '.*fields\.npy': dtype \[\('a', '<f4'\), \('b', '<i4'\)\], the graph wants "
-                   r"float32")),
-    "dates.npy": (lambda p: np.save(p, np.zeros((2, 3), "datetime64[s]")), r".*dates\.npy': dtype datetime64\[s\], "),
-    "bytes.npy": (lambda p: np.save(p, np.zeros((2, 3), "S4")), r".*bytes\.npy': dtype \|S4, the graph wants float32"),
-    "ints.npz": (lambda p: np.savez(p, x=np.zeros((2, 3), np.int32)), (r".*ints\.npz' array 'x': dtype int32, the "
-                                                                      r"graph wants float32")),
-    "cut.npz": (_truncated_npz, r"inputs '.*cut\.npz': not a readable \.npz archive"),
-    "array.npz": (lambda p: _saved_as(p, np.save, np.zeros((2, 3), np.float32)),
-                  r"inputs '.*array\.npz': an \.npy array where an \.npz archive is expected"),
-    "archive.npy": (lambda p: _saved_as(p, np.savez, np.zeros((2, 3), np.float32)),
-                    r"input '.*archive\.npy': an \.npz archive where an \.npy array is expected"),
-    "huge.npy": (_huge_npy, (r"input '.*huge\.npy': its header claims float32\[1099511627776\] \(4398046511104 "
-                            r"bytes\) but only 16 bytes")),
-}
-
-
-@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
-def test_run_refuses_a_bad_input_file_in_one_line(tmp_path, name):
-    write, pattern = BAD_INPUTS[name]
-    write(str(tmp_path / name))
-    _one_error_line(_cli("run", _small_air(tmp_path), "--inputs", str(tmp_path / name), ok=None),
-                    r"run: error: " + pattern)
-
-
-def test_draw_without_onnx_says_what_to_install(tmp_path):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
-    blocked = "import sys; sys.modules['onnx'] = None; from graph_ir.__main__ import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", blocked, "draw", _small_air(tmp_path), str(tmp_path / "g.onnx")],
-                          capture_output=True, text=True, env=env, timeout=TIMEOUT, cwd=ROOT, check=False)
-    _one_error_line(done, r"draw: error: .*needs the onnx package: pip install onnx")
-
-
-def test_a_text_graph_named_air_is_named_with_a_hint(tmp_path):
-    import graph_ir
-
-    graph_ir.load(_small_air(tmp_path)).save(str(tmp_path / "g.pbtxt"))
-    os.replace(tmp_path / "g.pbtxt", tmp_path / "text.air")
-    for verb in ("show", "run"):
-        _one_error_line(_cli(verb, str(tmp_path / "text.air"), ok=None),
-                        rf"{verb}: error: graph file '.*text\.air' is not a valid binary ge\.proto\.ModelDef .*; a "
-                        r"text-format graph should be named \.pbtxt")
-
-
-_REPORTS_TF = ("import atexit, sys\n"
-               "atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules, file=sys.stderr))\n"
-               "from graph_ir.cli import main\n"
-               "sys.exit(main(sys.argv[1:]))\n")
-
-
-def _cli_reporting_tf(*args: str) -> tuple[subprocess.CompletedProcess, bool]:
-    """The command line run in a subprocess that says at exit whether TensorFlow got imported."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
-    done = subprocess.run([sys.executable, "-c", _REPORTS_TF, *args], capture_output=True, text=True, env=env,
-                          timeout=TIMEOUT, cwd=ROOT, check=False)
-    assert "tensorflow imported:" in done.stderr, done.stderr[-2000:]
-    return done, "tensorflow imported: True" in done.stderr
-
-
 def test_ops_prints_the_table_without_importing_tensorflow():
-    done, imported = _cli_reporting_tf("ops")
+    done, imported = cli_reporting_tf("ops")
     assert done.returncode == 0 and not imported
     assert re.search(r"^Conv2D +Conv2D +conv$", done.stdout, flags=re.MULTILINE), done.stdout[:2000]
 
@@ -327,8 +211,8 @@ def test_the_cli_shape_check_is_the_lowerings():
 ])
 def test_a_bad_command_line_is_refused_before_tensorflow_is_imported(saved, tmp_path, args, pattern):
     path, name = saved
-    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path, saved=path, name=name) for a in args])
-    _one_error_line(done, pattern)
+    done, imported = cli_reporting_tf(*[a.format(dir=tmp_path, saved=path, name=name) for a in args])
+    one_error_line(done, pattern)
     assert not imported
 
 
@@ -350,14 +234,14 @@ def test_convert_prints_no_tensorflow_log(saved, tmp_path):
 def test_show_lists_a_saved_models_signatures_with_input_names(saved):
     """The names --input_shape wants (Keras's keras_tensor_N), without saved_model_cli."""
     path, name = saved
-    shown = _cli("show", path).stdout
+    shown = run_cli("show", path).stdout
     assert "signature 'serving_default':" in shown
     assert f"    input {name}: float32[-1, 8, 8, 2]" in shown and "    output output_0: float32[-1, 4]" in shown
     assert f'--signature serving_default --input_shape "{name}:-1,8,8,2"' in shown
 
 
 def test_show_refuses_a_directory_that_is_no_saved_model(tmp_path):
-    _one_error_line(_cli("show", str(tmp_path), ok=None), r"show: error: '.*': a directory without saved_model\.pb")
+    one_error_line(run_cli("show", str(tmp_path), ok=None), r"show: error: '.*': a directory without saved_model\.pb")
 
 
 def test_show_puts_the_summary_before_the_variables(tmp_path):
@@ -369,7 +253,7 @@ def test_show_puts_the_summary_before_the_variables(tmp_path):
         w = [graph_ir.Variable(f"w{k}", np.ones((2, 3), np.float32)) for k in range(3)]
         graph.set_outputs([graph_ir.ops.Add(x, w[0])])
     graph.save(str(tmp_path / "v.air"))
-    lines = _cli("show", str(tmp_path / "v.air")).stdout.splitlines()
+    lines = run_cli("show", str(tmp_path / "v.air")).stdout.splitlines()
     assert re.match(r"graph 'g': \d+ nodes, 3 variables, 0 subgraphs$", lines[0]), lines
     assert lines[1].startswith("  op types: ") and "Variable 3" in lines[1], lines
     assert [k for k, line in enumerate(lines) if line.startswith("  variable ")] == [4, 5, 6], lines
@@ -378,8 +262,8 @@ def test_show_puts_the_summary_before_the_variables(tmp_path):
 def test_draw_without_an_output_writes_the_onnx_beside_the_graph(tmp_path):
     import onnx
 
-    air = _small_air(tmp_path)
-    done = _cli("draw", air)
+    air = small_air(tmp_path)
+    done = run_cli("draw", air)
     assert f"wrote {tmp_path / 'g.onnx'}" in done.stdout
     assert onnx.load(str(tmp_path / "g.onnx")).graph.node[0].op_type == "ge:Data"
 
@@ -391,8 +275,8 @@ def test_draw_without_an_output_writes_the_onnx_beside_the_graph(tmp_path):
     (("convert", "--framework=3", "--output={dir}/m"), r"give SAVED_MODEL \(or --model=...\)"),
 ])
 def test_convert_takes_atcs_flags(tmp_path, args, pattern):
-    done, imported = _cli_reporting_tf(*[a.format(dir=tmp_path) for a in args])
-    _one_error_line(done, pattern)
+    done, imported = cli_reporting_tf(*[a.format(dir=tmp_path) for a in args])
+    one_error_line(done, pattern)
     assert not imported
     if any(a.startswith("--soc_version") for a in args):
         assert "note: --soc_version only choose the NPU's code generation: no meaning off the NPU" in done.stderr
@@ -403,7 +287,7 @@ def test_an_atc_command_line_converts_as_written(tmp_path):
     from tests.graph_ir.test_saved_models import _frozen_cnn
 
     path, _ = _frozen_cnn(tmp_path)
-    done = _cli("convert", f"--model={path}", "--framework=3", f"--output={tmp_path / 'm'}", "--input_shape=x:2,6,6,2",
+    done = run_cli("convert", f"--model={path}", "--framework=3", f"--output={tmp_path / 'm'}", "--input_shape=x:2,6,6,2",
                 "--out_nodes=logits:0", "--soc_version=Ascend910B", "--precision_mode=allow_fp32_to_fp16")
     assert os.path.isfile(tmp_path / "m.air")
     assert "note: --soc_version, --precision_mode only choose the NPU's code generation" in done.stderr

@@ -15,6 +15,7 @@ import numpy as np
 
 import graph_ir
 from tests.helpers import ROOT
+from tests.helpers.application_steps import absolute_difference, scaled_difference
 from tests.helpers.applications import (
     APPLICATIONS,
     FROZEN_BATCH_NORM,
@@ -22,10 +23,8 @@ from tests.helpers.applications import (
     SCALE_FLOOR,
     Application,
     K,
-    absolute_difference,
     batches,
     gradient_step,
-    scaled_difference,
     training_step,
 )
 from tests.helpers.lowering import captured
@@ -65,8 +64,9 @@ def lowering_summary_in_subprocess(label: str, batch: int = 1, timeout: float = 
 
 def tf_only(app: Application, frozen_batch_norm: bool = FROZEN_BATCH_NORM, weights: str | None = None,
             steps: int = K, seed: int = 7) -> dict[str, np.ndarray]:
-    """TF's side of run_application alone, from the weights saved at `weights` if given: the first call's gradients
-    ("grad:<variable path>") and every model and optimizer variable after `steps` steps ("<variable path>")."""
+    """TF's side of application_steps.run_application alone, from the weights saved at `weights` if given: the first
+    call's gradients ("grad:<variable path>") and every model and optimizer variable after `steps` steps ("<variable
+    path>")."""
     keras.utils.set_random_seed(seed)
     model = app.build(frozen_batch_norm)
     if weights:
