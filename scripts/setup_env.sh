@@ -47,7 +47,12 @@ quiet "$PY" -m pip install -q "tensorflow-cpu>=2.21,<2.22" setuptools wheel "pyb
 # No build isolation: the op library is compiled against the TensorFlow just installed in .venv.
 NEW_STAMP=$("$PY" scripts/build_stamp.py)  # before the build: an edit made while it runs is built next time
 say "building tf_plugin (C++, 3-6 min)"
+# A line every 30 s while the compiler runs, so that no stage is silent for minutes.
+( elapsed=0; while sleep 30; do elapsed=$((elapsed + 30)); say "still building tf_plugin (${elapsed} s)"; done ) &
+TICKER=$!
+trap 'kill "$TICKER" 2>/dev/null || true' EXIT
 quiet "$PY" -m pip install -q --no-build-isolation -e ".[test,demo]"
+kill "$TICKER" 2>/dev/null || true
 # keras-hub, for tests/graph_ir/test_keras_hub.py, without its declared dependencies: it declares tensorflow-text,
 # which would install the full tensorflow package over tensorflow-cpu. These are what its import needs.
 say "installing keras-hub and its test dependencies"
