@@ -60,6 +60,8 @@ quiet "$PY" -m pip install -q --no-deps "keras-hub==0.32.0" "regex==2026.12.2" "
   "tokenizers==0.23.3" "sentencepiece==0.2.3"
 quiet "$PY" -m pip install -q "tqdm>=4" "pyyaml>=6" "requests>=2"
 say "checking that tf_plugin imports"
-TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c "import tf_plugin, graph_ir._binding" || { echo "setup: tf_plugin failed to install" >&2; exit 1; }
+# TF's start-up lines shown only if the import fails.
+imported=$(TF_CPP_MIN_LOG_LEVEL=2 "$PY" -c "import tf_plugin, graph_ir._binding" 2>&1) ||
+  { echo "$imported" >&2; echo "setup: tf_plugin failed to install" >&2; exit 1; }
 echo "$NEW_STAMP" > "$STAMP"
 say "done"

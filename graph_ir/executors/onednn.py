@@ -5,7 +5,7 @@ say) TF's float16 ops fall back to its Eigen kernels, which round between ops (a
 treat a softmax row holding inf as all NaN. So does every dtype when TF_ENABLE_ONEDNN_OPTS turns oneDNN off. The
 executors and the lowering follow what TF runs here.
 
-This is the one place that knows what depends on the CPU; describe() says what it found (every pytest run's header
+This is the one place that knows what depends on the CPU; describe() says what it found (pytest's header, without -q,
 and CI's log print it)."""
 
 from __future__ import annotations
