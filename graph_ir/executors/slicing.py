@@ -82,11 +82,21 @@ def _concat_offset(node: Node, args) -> list[np.ndarray]:
 
 
 def _strided_slice_grad(node: Node, args) -> list[np.ndarray]:
-    shape = node.output_descs[0].shape
-    out = np.zeros(shape, args[4].dtype)
+    """TF's kernel: dy written where StridedSlice reads (TF's clamping, negative indices from the end). Begin and end
+    may be computed in the step: a range whose slice has not dy's shape (an index out of range, a clamped range) is
+    refused naming the node before anything is written, as TF's kernel refuses it."""
+    shape, dy = node.output_descs[0].shape, args[4]
     index = strided_slice_index(node.op, node.name, len(shape), *args[1:4], node.attrs)
-    target = out[index]
-    target[...] = args[4].reshape(target.shape)  # a view into out (basic indexing)
+    try:
+        sliced = np.broadcast_to(np.zeros((), np.int8), shape)[index].shape  # a view: no memory
+    except IndexError as e:
+        raise GraphError(f"StridedSliceGrad {node.name!r}: begin {args[1].tolist()}, end {args[2].tolist()}: {e} "
+                         f"(shape is {list(shape)})") from None
+    if sliced != dy.shape:
+        raise GraphError(f"StridedSliceGrad {node.name!r}: begin {args[1].tolist()} and end {args[2].tolist()} take "
+                         f"a slice of shape {list(sliced)} from {list(shape)}, but dy has shape {list(dy.shape)}")
+    out = np.zeros(shape, dy.dtype)
+    out[index] = dy  # basic indexing: written in place
     return [out]
 
 

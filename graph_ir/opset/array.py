@@ -206,7 +206,7 @@ def strided_slice_index(op: IrOp, node: str, rank: int, begin, end, strides, att
     """TF's StridedSlice semantics as a NumPy index (masks per bit; ellipsis and new axes included)."""
     begin, end, strides = (np.asarray(v).reshape(-1).tolist() for v in (begin, end, strides))
     if not len(begin) == len(end) == len(strides) or 0 in strides:
-        raise GraphError(f"StridedSlice {node!r}: begin, end and strides must have one length and no zero stride")
+        raise GraphError(f"{op.type} {node!r}: begin, end and strides must have one length and no zero stride")
     index: list = []
     for k, (b, e, s) in enumerate(zip(begin, end, strides)):
         bit = 1 << k

@@ -2,7 +2,8 @@
 third_party/cann/ge_reg_ops.txt copies them verbatim): padding (Pad, PadV2, MirrorPad, MirrorPadGrad), cutting
 (Slice, StridedSliceGrad; Split, SplitV, Unpack and ConcatOffset are graph_ir/opset/splitting.py's), indexing (GatherNd, ScatterNd, TensorScatterUpdate,
 InvertPermutation), ReverseV2 and Cumsum. Inputs that decide an output's shape (paddings, sizes, axes) must be
-Consts; every dim is checked against its input, naming the node and the field. Executors:
+Consts; every dim is checked against its input, naming the node and the field (StridedSliceGrad's begin, end and
+strides may be computed: its output's shape is its Const `shape`, and dy's shape is checked at run time). Executors:
 graph_ir/executors/slicing.py; TF mappings: graph_ir/lowering/ops/slicing.py."""
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def _slice(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
 
 def _strided_slice_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     shape = check_shape(node, "shape", const_dims(op, node, inputs[0], "shape"))
+    if any(h.node.type != "Const" for h in inputs[1:4]):  # computed in the step: dy's shape is checked at run time
+        if any(len(h.shape) != 1 or h.shape != inputs[1].shape for h in inputs[1:4]):
+            raise GraphError(f"StridedSliceGrad {node!r}: begin, end and strides must be 1-D of one length, got "
+                             f"shapes {[list(h.shape) for h in inputs[1:4]]}")
+        return [TensorDesc("output", inputs[4].dtype, shape)]
     values = [const_value(op, node, h, name) for h, name in zip(inputs[1:4], ("begin", "end", "strides"))]
     index = strided_slice_index(op, node, len(shape), *values, attrs)
     try:
@@ -204,7 +210,8 @@ for _op in (
     IrOp("StridedSliceGrad", (*(IrInput(n, INDICES) for n in ("shape", "begin", "end", "strides")),
                               IrInput("dy", BASIC)), (IrOutput("output", BASIC),), _MASKS, outputs_from="infer",
          infer=_strided_slice_grad, same_dtype=("shape", "begin", "end", "strides"),
-         doc="output = zeros of `shape` with dy written where StridedSlice read (Const shape, begin, end, strides)."),
+         doc="output = zeros of `shape` with dy written where StridedSlice read (a Const shape; begin, end and "
+             "strides may be computed, dy's shape then checked at run time)."),
     IrOp("InvertPermutation", (IrInput("x", INDICES),), (IrOutput("y", INDICES),), outputs_from="infer",
          infer=_invert_permutation, doc="y[x[i]] = i (x must be a permutation of 0..n-1)."),
     IrOp("GatherNd", (IrInput("x", BASIC), IrInput("indices", INDICES)), (IrOutput("y", BASIC),),

@@ -11,7 +11,14 @@ naming the node, before writing anything of its output. Where TF's StridedSlice 
 result would have another shape than the graph's static one, so refusing is the only faithful answer; a negative
 computed begin (which TF counts from the end) is refused too rather than wrapped. Within range, Slice reads exactly
 the elements TF's StridedSlice reads. Strides other than 1, ellipsis and new-axis masks with a computed begin, and a
-size that is not a constant are refused when lowering, naming the node."""
+size that is not a constant are refused when lowering, naming the node.
+
+Its gradient, TF's StridedSliceGrad with the same computed begin and end (`action_probs[0, action]` in keras.io's
+actor-critic step), is GE StridedSliceGrad with begin and end as computed inputs: its output's shape is the Const
+`shape` and dy's shape is static, so nothing needs sizing. Its executor follows TF's kernel (a negative index counts
+from the end, a range is clamped) and refuses, naming the node, before writing anything, a range whose slice has not
+dy's shape (an index out of range, a range clamped short), as TF's kernel refuses it. In a step the forward Slice runs
+first and refuses a negative or out-of-range begin itself."""
 
 from __future__ import annotations
 
@@ -77,11 +84,43 @@ def strided_slice(ctx, node, inputs):
     """StridedSlice: GE StridedSlice when begin, end and strides are Consts, else GE Slice (module docstring)."""
     if all(h.node.type == "Const" for h in inputs[1:]):
         return _STATIC(ctx, node, inputs)
-    x, begin, end, strides = inputs
+    x, begin = inputs[0], inputs[1]
+    offsets, sizes, shape = static_ranges(node, x.shape, *inputs[1:])
+    return _slice(ctx, x, begin, offsets, sizes, shape)
+
+
+@maps_to("StridedSliceGrad")
+def strided_slice_grad(ctx, node, inputs):
+    """StridedSliceGrad (shape, begin, end, strides, dy): GE StridedSliceGrad with the same inputs, begin and end
+    computed in the step or not (its REG_OP takes them as tensors; the output's shape is the Const `shape`, dy's is
+    static). Where the forward's rule (static_ranges) sizes a computed range, its slice must have dy's shape when
+    lowering; where it cannot (begin and end popped off two TensorLists in a loop's gradient), the executor checks
+    the slice against dy's shape at run time, as TF's kernel does, and refuses a mismatch naming the node."""
+    masks = {m: int(tf_attr(node, m, 0)) for m in _MASKS}
+    if not all(h.node.type == "Const" for h in inputs[1:4]):
+        shape, dy = inputs[0], inputs[4]
+        if shape.node.type != "Const":
+            raise LoweringError(f"TF StridedSliceGrad {node.name!r}: its input shape is computed in the step; GE "
+                                "graphs here have static shapes")
+        dims = [int(d) for d in np.asarray(shape.node.attrs["value"]).reshape(-1)]
+        try:
+            sliced = static_ranges(node, dims, *inputs[1:4])[2]
+        except LoweringError:  # not of one linear form: checked at run time
+            sliced = list(dy.shape)
+        if list(dy.shape) != sliced:
+            raise LoweringError(f"TF StridedSliceGrad {node.name!r}: dy has shape {list(dy.shape)}, but the slice "
+                                f"of {dims} its begin and end take has shape {sliced}")
+    return ctx.add("StridedSliceGrad", inputs, masks)
+
+
+def static_ranges(node, dims, begin: Handle, end: Handle, strides: Handle) -> tuple[list[Form], list[int], list[int]]:
+    """TF StridedSlice's range over a tensor of shape `dims` with a computed begin or end, one dim at a time: the
+    offsets (linear forms), the sizes, and the result's shape (the shrunk axes dropped). Refused (LoweringError
+    naming the node) where a size is not a constant (module docstring)."""
     masks = {m: int(tf_attr(node, m, 0)) for m in _MASKS}
 
     def refuse(why: str) -> LoweringError:
-        return LoweringError(f"TF StridedSlice {node.name!r}: its begin or end is computed in the step, {why}; GE "
+        return LoweringError(f"TF {node.op} {node.name!r}: its begin or end is computed in the step, {why}; GE "
                              "graphs here have static shapes, so the slice's size must be known when lowering")
 
     if masks["ellipsis_mask"] or masks["new_axis_mask"]:
@@ -89,10 +128,10 @@ def strided_slice(ctx, node, inputs):
     if strides.node.type != "Const" or np.any(np.asarray(strides.node.attrs["value"]) != 1):
         raise refuse("and its strides are not all 1")
     b_forms, e_forms = linear(begin), linear(end)
-    if not len(b_forms) == len(e_forms) <= len(x.shape):
-        raise refuse(f"and begin and end do not fit x of shape {list(x.shape)}")
+    if not len(b_forms) == len(e_forms) <= len(dims):
+        raise refuse(f"and begin and end do not fit a shape {list(dims)}")
     offsets, sizes, shape = [], [], []
-    for k, dim in enumerate(x.shape):
+    for k, dim in enumerate(dims):
         bit = 1 << k
         if k >= len(b_forms):
             offsets.append({_CONSTANT: 0})
@@ -119,7 +158,7 @@ def strided_slice(ctx, node, inputs):
         sizes.append(size)
         if not masks["shrink_axis_mask"] & bit:
             shape.append(size)
-    return _slice(ctx, x, begin, offsets, sizes, shape)
+    return offsets, sizes, shape
 
 
 def _slice(ctx, x: Handle, begin: Handle, offsets: list[Form], sizes: list[int],

@@ -2,13 +2,14 @@
 (hicann/tensorflow tf_adapter, AutoMapping by position): each TF op onto the GE op of the same name, inputs in TF
 order, attributes by name (Split's num_split, Unpack's num and axis, MirrorPad's mode, Cumsum's exclusive and
 reverse, StridedSliceGrad's masks). TF's shape-like inputs (paddings, sizes, axes) arrive as Consts after folding
-(graph_ir/lowering/context.py); one computed in the step is refused by the prototype, naming the node and input."""
+(graph_ir/lowering/context.py); one computed in the step is refused by the prototype, naming the node and input.
+StridedSliceGrad's begin and end may be computed in the step where its slice's size is constant (lowering/ops/
+dynamic_slice.py: `action_probs[0, action]`'s gradient); its output's shape is the Const `shape` all the same."""
 
 from __future__ import annotations
 
 from graph_ir.lowering.ops.common import count, same, same_bool_as_bytes
-
-_MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
+from graph_ir.lowering.ops.dynamic_slice import strided_slice_grad
 
 LOWERINGS = {
     "Slice": same_bool_as_bytes("Slice"),
@@ -20,6 +21,6 @@ LOWERINGS = {
     "SplitV": same("SplitV", num_split="num_split"),
     "Unpack": same("Unpack", num="num", axis="axis"),
     "ConcatOffset": same("ConcatOffset", N=count),
-    "StridedSliceGrad": same("StridedSliceGrad", **_MASKS),
+    "StridedSliceGrad": strided_slice_grad,  # begin and end may be computed: dynamic_slice.py
     "Cumsum": same("Cumsum", exclusive="exclusive", reverse="reverse"),
 }
