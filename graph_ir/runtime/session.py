@@ -16,7 +16,9 @@
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
   new arrays, returned copies, and at each node its executor's working memory: graph_ir.executors.WORKSPACE) and
   refuses a graph above the session's bound (max_run_bytes, by default 256 MiB plus 4 times the graph's own data:
-  its Consts, Variables and Data inputs), naming the node where the run would hold the most.
+  its Consts, Variables and Data inputs), naming the node where the run would hold the most. A fed input is copied:
+  a broadcast or zero-stride view whose copy would be above max_run_bytes (by default 256 MiB) is refused by name
+  before anything is copied or planned, since its few bytes must not stand for a run of any size.
 - Control flow (If, Case, While; graph_ir/executors/control.py): add_graph plans every subgraph too; a functional
   node runs its subgraphs through _run, its working memory is its subgraphs' largest peak (plus the loop state for
   a While), and a run's loops spend at most max_loop_iterations bodies and max_loop_work elements of work.
