@@ -83,11 +83,16 @@ register(IrOp("StatelessRandomUniformFullIntV2", _DRAW_INPUTS, (IrOutput("y", FU
               doc="y[shape] = Philox's bits (one word per 32-bit value, two per 64-bit value)."))
 
 
-def _uniform_int(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    for h, name in zip(inputs[4:], ("minval", "maxval")):
+def _check_scalar_bounds(op: IrOp, node: str, bounds, names: tuple[str, str]) -> None:
+    """A uniform int's bounds are scalars (TF's check)."""
+    for h, name in zip(bounds, names):
         if h.shape != ():
             raise GraphError(f"{op.type} {node!r}: input {name!r} must have shape [] (TF's check), got "
                              f"{list(h.shape)}")
+
+
+def _uniform_int(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    _check_scalar_bounds(op, node, inputs[4:], ("minval", "maxval"))
     return _drawn(op, node, inputs, inputs[4].dtype, INTS)
 
 
@@ -122,10 +127,7 @@ for _type, _attrs, _what in (
 
 
 def _stateful_int(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
-    for h, name in zip(inputs[1:], ("min", "max")):
-        if h.shape != ():
-            raise GraphError(f"{op.type} {node!r}: input {name!r} must have shape [] (TF's check), got "
-                             f"{list(h.shape)}")
+    _check_scalar_bounds(op, node, inputs[1:], ("min", "max"))
     return _stateful(op, node, inputs, inputs[1].dtype, INTS)
 
 
