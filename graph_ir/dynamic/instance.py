@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph_ir.dynamic.probe import PROBES
-from graph_ir.executors.folding import fold_values, popped_constant, replace_by_consts
+from graph_ir.executors.folding import fold_values, known_value, popped_constant, replace_by_consts
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.graph import NET_OUTPUT, Graph
 from graph_ir.ir.nodes import Handle, Node, TensorDesc
@@ -31,7 +31,7 @@ def check_template(template: Graph) -> None:
     for probe in PROBES:
         try:
             instance = _instance(template, lambda node, size=probe: _with_shape(
-                node, [size if d < 0 else d for d in node.output_descs[0].shape]))
+                node, [size if d < 0 else d for d in node.output_descs[0].shape]), probe)
         except GraphError as e:
             raise GraphError(f"graph {template.name!r} with its unknown dims at {probe}: {e}") from None
         for graph in (template, *template.subgraphs.values()):
@@ -73,17 +73,66 @@ def instantiate(template: Graph, shapes: Sequence[tuple[int, ...]]) -> Graph:
     return graph
 
 
-def _instance(template: Graph, desc_of) -> Graph:
+def part_input_name(key: tuple[str, int]) -> str:
+    """The Data node that feeds output `key` (node, output) of an earlier part to a part (instantiate_part)."""
+    return key[0] if key[1] == 0 else f"{key[0]}/part_input_{key[1]}"
+
+
+def instantiate_part(template: Graph, sources: Sequence[Node], nodes: Sequence[Node],
+                     externals: dict[tuple[str, int], TensorDesc], aliases: dict[tuple[str, int], str],
+                     outputs: Sequence[tuple[str, int]], known: dict[tuple[str, int], Any] | None = None) -> Graph:
+    """`nodes` of `template` (in a run order) as a static graph: each value they take from outside them
+    (`externals`: (node, output) -> its desc at this run) becomes a Data node, indexed in the order of `externals`
+    and named by part_input_name; `sources` (Variables, Consts) are added first, and an in-place op's result in
+    `aliases` is read as its Variable (by name); `outputs` become the NetOutput; an external in `known` holds that
+    value (a shape passed into a branch), as the lowering knew it (graph_ir/runtime/segments.py runs a graph part by
+    part around its Where nodes)."""
     graph = Graph(template.name)
     handles: dict[tuple[str, int], Handle] = {}
-    for name, node in template.nodes.items():
+    for index, (key, desc) in enumerate(externals.items()):
+        handles[key] = graph.add_node("Data", (), {"index": index}, name=part_input_name(key), exact_name=True,
+                                      output_descs=[TensorDesc("y", desc.dtype, desc.shape, desc.list_meta)]).output(0)
+        if known and key in known:
+            handles[key].node.known_values = [known[key]]
+    _add_nodes(graph, sources, handles, lambda node: node.output_descs[0])
+    handles.update((key, handles[(source, 0)]) for key, source in aliases.items())
+    _add_nodes(graph, nodes, handles, lambda node: node.output_descs[0])
+    graph.add_node(NET_OUTPUT, [handles[key] for key in outputs])
+    graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
+    return graph
+
+
+def _instance(template: Graph, desc_of, probe: int | None = None, known: Sequence[Any] = ()) -> Graph:
+    graph = Graph(template.name)
+    _add_nodes(graph, list(template.nodes.values()), {}, desc_of, probe, known)
+    if NET_OUTPUT in graph.nodes:
+        graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
+    return graph
+
+
+def _add_nodes(graph: Graph, nodes: Sequence[Node], handles: dict[tuple[str, int], Handle], desc_of,
+               probe: int | None = None, known: Sequence[Any] = ()) -> None:
+    """Adds `nodes` again (their inputs' handles in `handles`), Data nodes at desc_of(node) and holding the values
+    `known` by index; what can be computed is folded into Consts."""
+    for node in nodes:
+        name = node.name
         inputs = [None if h is None else handles[(h.node.name, h.index)] for h in node.inputs]
-        controls = [graph.nodes[c.name] for c in node.control_inputs]
+        controls = [graph.nodes[c.name] for c in node.control_inputs if c.name in graph.nodes]
         if node.type in FED:
             made = graph.add_node(node.type, (), dict(node.attrs), name=name, exact_name=True,
                                   output_descs=[desc_of(node)])
+            index = node.attrs["index"]
+            if index < len(known) and known[index] is not None:
+                made.known_values = [known[index]]
+        elif node.op.outputs_from == "valued":  # checked at a probe size (check_template)
+            if probe is None:
+                raise GraphError(f"{node.type} {name!r}: its output sizes depend on values; graph_ir.Session runs it "
+                                 "between the parts of the graph (graph_ir/runtime/segments.py)")
+            made = graph.add_node(node.type, inputs, dict(node.attrs), name=name, control_inputs=controls,
+                                  exact_name=True, output_descs=[_with_shape(
+                                      node, [probe if d < 0 else d for d in node.output_descs[0].shape])])
         elif node.subgraph_graphs:
-            made = _functional(graph, node, inputs, controls)
+            made = _functional(graph, node, inputs, controls, probe)
         else:
             attrs = with_padding_pads(node.op, name, inputs, dict(node.attrs))  # SAME pads at these sizes
             made = graph.add_node(node.type, inputs, attrs, name=name, control_inputs=controls,
@@ -99,12 +148,10 @@ def _instance(template: Graph, desc_of) -> Graph:
                 continue
         made.origins = list(node.origins)
         handles.update(((name, k), made.output(k)) for k in range(len(made.output_descs)))
-    if NET_OUTPUT in graph.nodes:
-        graph.outputs = list(graph.nodes[NET_OUTPUT].inputs)
-    return graph
 
 
-def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls: list[Node]) -> Node:
+def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls: list[Node],
+                probe: int | None) -> Node:
     """An If, Case or While with its subgraphs instantiated at the shapes of the inputs they are passed."""
     params = [h.desc for h in inputs[control.data_offset(node.type):] if h is not None]
 
@@ -115,13 +162,24 @@ def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls:
                              f"it passes {len(params)} inputs")
         return params[index].renamed(data.output_descs[0].name)  # a list's handle keeps what it holds
 
-    subgraphs = [_instance(g, param_desc) for g in node.subgraph_graphs]
+    # A value known here is known in a branch, as the lowering had it (a shape passed into it); not in a loop, whose
+    # state changes.
+    values = [] if node.type in control.WHILE_OPS else \
+        [known_value(h) for h in inputs[control.data_offset(node.type):] if h is not None]
+    subgraphs = [_instance(g, param_desc, probe, values) for g in node.subgraph_graphs]
+    given = None
+    results = [[h.desc.shape for h in g.nodes[NET_OUTPUT].inputs] for g in subgraphs if NET_OUTPUT in g.nodes]
+    if probe is not None and node.type not in control.WHILE_OPS and any(r != results[0] for r in results[1:]):
+        # Branches whose sizes differ by their values (a Where in one): at the probe size where they differ, as the
+        # lowering gave them (graph_ir/opset/control.py infer_functional).
+        given = [_with_shape(node, [probe if d < 0 else d for d in desc.shape], k)
+                 for k, desc in enumerate(node.output_descs)]
     return graph.add_node(node.type, inputs, dict(node.attrs), name=node.name, control_inputs=controls,
-                          exact_name=True, subgraphs=subgraphs)
+                          exact_name=True, subgraphs=subgraphs, output_descs=given)
 
 
-def _with_shape(node: Node, shape) -> TensorDesc:
-    desc = node.output_descs[0]
+def _with_shape(node: Node, shape, output: int = 0) -> TensorDesc:
+    desc = node.output_descs[output]
     return TensorDesc(desc.name, desc.dtype, tuple(int(d) for d in shape))
 
 

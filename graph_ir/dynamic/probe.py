@@ -7,3 +7,9 @@ stays small, so a lowering that sizes an array by a dim allocates little."""
 from __future__ import annotations
 
 PROBES = (48, 72)
+
+
+def valued_size(probe: int) -> int:
+    """The size a lowering gives a size known only from values (a Where's count) at probe size `probe`: one more, so
+    that it never equals an unknown input dim by chance and the two lowerings still differ in it."""
+    return probe + 1

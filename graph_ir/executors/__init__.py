@@ -32,6 +32,7 @@ from graph_ir.executors import (
     slicing,
     tensorlist,
     trig,
+    valued,
 )
 from graph_ir.executors.common import Executor, c_ordered
 from graph_ir.ir.nodes import Node
@@ -110,6 +111,7 @@ EXECUTORS: dict[str, Executor] = {
     **scatter.EXECUTORS,
     **bucketize.EXECUTORS,
     **trig.EXECUTORS,
+    **valued.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

@@ -44,7 +44,7 @@ def check_new_subgraphs(graph: Any, op: IrOp, node: str, graphs: list[Any], grap
 def functional_outputs(op: IrOp, node: str, inputs: list[Handle | None], graphs: list[Any],
                        given: list[TensorDesc] | None) -> list[TensorDesc]:
     """The functional node's output descs from its subgraphs, checked against the `given` ones (a file's)."""
-    inferred = control.infer_functional(op, node, inputs, graphs)
+    inferred = control.infer_functional(op, node, inputs, graphs, given)
     if given is not None:
         have = [(d.dtype, d.shape) for d in given]
         if have != [(d.dtype, d.shape) for d in inferred]:

@@ -108,6 +108,11 @@ def infer_outputs(op: IrOp, node: str, inputs: Sequence[Handle | None], attrs: d
                 raise GraphError(f"{op.type} {node!r}: output dtype {d.dtype} is not allowed")
             check_shape(node, "output_desc", d.shape)
         return list(given)
+    if op.outputs_from == "valued":
+        if given is None:
+            raise GraphError(f"{op.type} {node!r}: its output sizes depend on its input's values; give its output "
+                             "descs (-1 for a size known only at run time)")
+        return op.infer(op, node, inputs, attrs, list(given))
     rule = op.infer if op.outputs_from == "infer" else OUTPUT_RULES[op.outputs_from]
     inferred = rule(op, node, inputs, attrs)
     if given is not None:

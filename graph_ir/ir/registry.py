@@ -34,8 +34,10 @@ COMPLEX = (COMPLEX64.name,)  # the one complex dtype: only on the ops declared w
 #   "fill"        the dtype of `value` with the shape in the Const `dims` input (Fill)
 #   "infer"       the op's own `infer` function (declared beside the op in its family module, graph_ir/opset)
 #   "subgraphs"   the functional ops (If, Case, While): their subgraphs' NetOutput descs (graph_ir/opset/control.py)
+#   "valued"      sizes that depend on the input's values (Where's count): given by the builder or the file (-1 in a
+#                 template), and checked by the op's own `infer` function, called with the given descs
 OUTPUT_RULES = ("given", "value", "refs", "same", "cast", "reshape", "none", "broadcast", "compare", "select", "each",
-                "fill", "infer", "subgraphs")
+                "fill", "infer", "subgraphs", "valued")
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ REGISTRY: dict[str, IrOp] = {}
 
 
 def register(op: IrOp) -> IrOp:
-    assert op.outputs_from in OUTPUT_RULES and (op.infer is not None) == (op.outputs_from == "infer"), op
+    assert op.outputs_from in OUTPUT_RULES and (op.infer is not None) == (op.outputs_from in ("infer", "valued")), op
     assert op.type not in REGISTRY, f"GE op {op.type} is declared twice"
     REGISTRY[op.type] = op
     return op

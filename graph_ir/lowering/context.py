@@ -134,7 +134,7 @@ class LoweringContext:
             source = stack.pop()
             if id(source) in seen or source.type in ("Const", "Variable"):
                 continue
-            if source.type in ("Data", "RefData") or source.subgraph_graphs:
+            if source.type in ("Data", "RefData") or source.subgraph_graphs or source.op.outputs_from == "valued":
                 return True
             seen.add(id(source))
             stack.extend(h.node for h in source.inputs if h is not None)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
+from graph_ir.dynamic.probe import valued_size
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.ir.nodes import Handle, TensorDesc
@@ -118,14 +119,47 @@ def lower_if_or_case(ctx, node, handles: list[Handle]):
         raise LoweringError(f"TF {node.op} {node.name!r}: returns a resource; GE's {node.op} returns values only")
     ge_inputs = [handles[0]] + [p.handle for p in params if p.handle is not None]
     ge = ctx.graph.add_node(node.op, ge_inputs, {}, name=node.name, control_inputs=ctx.current_controls,
-                            subgraphs=graphs)
+                            subgraphs=graphs, output_descs=_valued_results(ctx, [r for _, r, _ in lowered]))
     for k in range(len(ge.output_descs)):
         if ge.output_descs[k].dtype.name == "variant":
             infos = [info(sub, results[k]) for _, results, sub in lowered]
             ctx.tensor_lists[ge.output(k)] = _join(infos, f"TF {node.op} {node.name!r}")
     if node.op in ("If", "Case") and _stateful(graphs):
         ctx.stateful.append(ge)
-    return ge
+    passed = _passed_through(ge, [results for _, results, _ in lowered])
+    if not passed:
+        return ge
+    # An output every branch passes through unchanged is that input (an IndexedSlices' dense_shape through Keras's
+    # conds): a value known when lowering stays known after the If.
+    return [ge.inputs[1 + passed[k]] if k in passed else ge.output(k) for k in range(len(ge.output_descs))]
+
+
+def _passed_through(ge, results: list[list[Handle]]) -> dict[int, int]:
+    """{output k: Data index i} where every branch returns its input i unchanged (through Identity) at output k."""
+    passed: dict[int, int] = {}
+    for k, desc in enumerate(ge.output_descs):
+        indices = set()
+        for branch in results:
+            h = branch[k]
+            while h.node.type == "Identity":
+                h = h.node.inputs[0]
+            indices.add(h.node.attrs["index"] if h.node.type == "Data" else None)
+        if len(indices) == 1 and None not in indices and desc.dtype.name != "variant":
+            passed[k] = indices.pop()
+    return passed
+
+
+def _valued_results(ctx, results: list[list[Handle]]) -> list[TensorDesc] | None:
+    """Where branches return other sizes (a Where's count in one), the If's or Case's results at the size a lowering
+    gives a size known only from values (graph_ir/dynamic/probe.py valued_size); None where they agree."""
+    shapes = [[h.desc.shape for h in r] for r in results]
+    if ctx.probe is None or all(s == shapes[0] for s in shapes[1:]):
+        return None
+    size = valued_size(ctx.probe)
+    return [TensorDesc(h.desc.name, h.desc.dtype, tuple(d if all(len(s[j]) == len(h.desc.shape) and s[j][k] == d
+                                                              for s in shapes) else size
+                                                         for k, d in enumerate(h.desc.shape)))
+            for j, h in enumerate(results[0])]
 
 
 def _join(infos: list[ListInfo], where: str) -> ListInfo:

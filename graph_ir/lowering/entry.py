@@ -12,6 +12,7 @@ from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.lowering.control import lower_functional
 from graph_ir.lowering.lowerer import Lowerer
+from graph_ir.lowering.ops.valued import VALUED_TF_OPS
 from graph_ir.lowering.saved_model import (
     frozen_graph_def,
     has_unknown_dims,
@@ -58,7 +59,10 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
     if not isinstance(freeze_learning_rate, bool):
         raise LoweringError(f"freeze_learning_rate must be a bool, got {freeze_learning_rate!r:.80}")
 
-    probes = PROBES if any(unknown_dims(step.graph_def, arg) for arg in step.args) else (None,)
+    # Lowered twice where a size is known only at run time: an argument's None dim, or a Where's count.
+    valued = any(n.op in VALUED_TF_OPS for n in step.graph_def.node) or any(
+        n.op in VALUED_TF_OPS for f in step.graph_def.library.function for n in f.node_def)
+    probes = PROBES if valued or any(unknown_dims(step.graph_def, arg) for arg in step.args) else (None,)
 
     def lower_at(probe: int | None, never_frozen: frozenset[str]) -> Graph:
         what = f"lowering {step.name}" + ("" if probe is None else f" with its unknown dims at {probe}")

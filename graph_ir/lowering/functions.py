@@ -13,6 +13,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, types_pb2
 from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
+from graph_ir.executors.folding import known_value
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.ir.nodes import Handle, TensorDesc
@@ -45,6 +46,7 @@ class FunctionLowerer(Lowerer):
                          functional=parent.functional, freeze_learning_rate=parent.freeze_learning_rate,
                          never_frozen=parent.never_frozen)
         self.params, self.optional_descs = params, optional_descs
+        self.passes_known = False  # set for an If's or Case's branches: a loop's state changes between iterations
         self.library, self.probe = parent.library, parent.probe
         self.scalar_only -= set(value_args)  # parameters keep the parent's shapes
 
@@ -77,6 +79,9 @@ class FunctionLowerer(Lowerer):
                                    output_descs=[desc.renamed("y")])
         if desc.dtype.name == "variant":
             self.tensor_lists[data.output(0)] = param.list_info
+        known = known_value(param.handle) if self.passes_known else None
+        if known is not None:  # a shape passed into a branch (an IndexedSlices' dense_shape): still a static shape
+            data.known_values = [known]
         return data
 
 
@@ -135,6 +140,7 @@ def lower_function(ctx, node, attr: str, fname: str, params: list[Param], role: 
     sub = FunctionLowerer(graph_def, f"{node.name}/{role}", params=by_arg, value_args=value_args,
                           outputs=[t for t, r, d in zip(rets, resource_out, dropped) if not (r or d)],
                           must_run=must_run, parent=ctx, optional_descs=optional_descs)
+    sub.passes_known = node.op not in ("While", "StatelessWhile")
     try:
         graph = sub.run()
     except LoweringError as e:

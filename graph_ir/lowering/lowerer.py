@@ -166,7 +166,10 @@ class Lowerer(LoweringContext):
                 return self.graph.add_node("Const", (), {"value": value}, name=node.name,
                                            control_inputs=controls)
             if op in IDENTITIES:
-                return self.graph.add_node("Identity", [self.handle(data[0])], name=node.name, control_inputs=controls)
+                source = self.handle(data[0])
+                if self.value(source) is not None and not controls:
+                    return [source]  # a known value (a Const: nothing writes it) stays known
+                return self.graph.add_node("Identity", [source], name=node.name, control_inputs=controls)
             if op == "IdentityN":
                 return self.graph.add_node("IdentityN", [self.handle(t) for t in data], name=node.name,
                                            control_inputs=controls)
@@ -221,8 +224,8 @@ class Lowerer(LoweringContext):
         target = self.lowered.get(parse_tensor(data[0])[0])
         if target is None or target.type != "Variable":
             raise LoweringError(f"{node.op} {node.name!r} writes {data[0]!r}, which is not a lowered variable")
-        ge_node = self.graph.add_node(ASSIGNS[node.op], [target.output(0), self.handle(data[1])], name=node.name,
-                                      control_inputs=controls)
+        ge_node = self.graph.add_node(ASSIGNS[node.op], [target.output(0), *(self.handle(t) for t in data[1:])],
+                                      name=node.name, control_inputs=controls)
         self.stateful.append(ge_node)
         return ge_node
 

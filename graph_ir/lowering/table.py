@@ -72,8 +72,12 @@ def multi_input_names(sig: op_spec.MultiOpSignature, n: int) -> list[str]:
 
 
 IDENTITIES = ("Identity", "ReadVariableOp", "StopGradient", "Snapshot")
+# Writes of a variable (its handle the first input), onto the GE op writing the Variable in place; the scatters are
+# Keras's sparse optimizer updates (IndexedSlices gradients of an Embedding).
 ASSIGNS = {"AssignVariableOp": "Assign", "AssignAddVariableOp": "AssignAdd", "AssignSubVariableOp": "AssignSub",
-           "Assign": "Assign", "AssignAdd": "AssignAdd", "AssignSub": "AssignSub"}
+           "Assign": "Assign", "AssignAdd": "AssignAdd", "AssignSub": "AssignSub",
+           "ResourceScatterAdd": "ScatterAdd", "ResourceScatterSub": "ScatterSub",
+           "ResourceScatterUpdate": "ScatterUpdate"}
 INPUTS = ("Placeholder", "VarHandleOp", "VariableV2")
 PLUMBING = ("Const", "IdentityN", "NoOp", *IDENTITIES, *INPUTS)
 

@@ -27,8 +27,9 @@ from graph_ir.opset import (
            splitting,
            tensorlist,
            trig,
+           valued,
 )
 
 __all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "fft", "image", "linalg", "logic",
            "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist",
-           "trig"]
+           "trig", "valued"]

@@ -113,9 +113,12 @@ def _describe(descs: Sequence[TensorDesc]) -> str:
     return "[" + ", ".join(f"{d.dtype}{list(d.shape)}" for d in descs) + "]"
 
 
-def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graphs: Sequence[Any]) -> list[TensorDesc]:
+def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graphs: Sequence[Any],
+                     given: Sequence[TensorDesc] | None = None) -> list[TensorDesc]:
     """The output descs of a functional node from its subgraphs, checking each against the parent's inputs (see the
-    module docstring); every fault is a GraphError naming the node, the subgraph and the field."""
+    module docstring); every fault is a GraphError naming the node, the subgraph and the field. Branches of an If or
+    Case that return the same dtypes and ranks but other sizes (a size that depends on values, such as tf.where's
+    count) take the `given` descs: the sizes they agree on, any size (-1 in a template) where they differ."""
     check_subgraph_count(op, node, len(graphs))
     params = [h.desc for h in inputs[data_offset(op.type):] if h is not None]
     results = []
@@ -135,6 +138,8 @@ def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graph
         return [TensorDesc(f"output{j}", d.dtype, d.shape, merge_lists(d.list_meta, after.list_meta))
                 for j, (d, after) in enumerate(zip(params, body))]
     first_where, first = results[0]
+    if given is not None and _valued_branches(op, node, [descs for _, descs in results], given):
+        return [d.renamed(f"output{j}") for j, d in enumerate(given)]
     for where, descs in results[1:]:
         if [(d.dtype, d.shape) for d in descs] != [(d.dtype, d.shape) for d in first]:
             raise GraphError(f"{where}: returns {_describe(descs)}, but {first_where.split(': ', 1)[1]} returns "
@@ -144,3 +149,23 @@ def infer_functional(op: IrOp, node: str, inputs: Sequence[Handle | None], graph
         joined = [TensorDesc(d.name, d.dtype, d.shape, merge_lists(d.list_meta, e.list_meta))
                   for d, e in zip(joined, descs)]
     return [d.renamed(f"output{j}") for j, d in enumerate(joined)]
+
+
+def _valued_branches(op: IrOp, node: str, results: list[list[TensorDesc]], given: Sequence[TensorDesc]) -> bool:
+    """Whether branches that differ only in sizes fit the `given` descs (see infer_functional); False when they
+    agree (the usual rule applies) or differ otherwise."""
+    first = results[0]
+    if all([(d.dtype, d.shape) for d in r] == [(d.dtype, d.shape) for d in first] for r in results[1:]):
+        return False
+    if any([(d.dtype, len(d.shape)) for d in r] != [(d.dtype, len(d.shape)) for d in first] for r in results[1:]):
+        return False
+    if [(d.dtype, len(d.shape)) for d in given] != [(d.dtype, len(d.shape)) for d in first]:
+        raise GraphError(f"{op.type} {node!r}: output_desc says {_describe(given)}, but its branches return "
+                         f"{' or '.join(_describe(r) for r in results)}")
+    for j, desc in enumerate(given):
+        for k, size in enumerate(desc.shape):
+            sizes = {r[j].shape[k] for r in results}
+            if len(sizes) == 1 and size not in sizes:
+                raise GraphError(f"{op.type} {node!r}: output_desc[{j}] says {desc.dtype}{list(desc.shape)}, but "
+                                 f"every branch returns {sizes.pop()} in dim {k}")
+    return True

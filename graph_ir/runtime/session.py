@@ -44,6 +44,7 @@ from graph_ir.ir.frozen import unheld_message
 from graph_ir.ir.graph import Graph
 from graph_ir.ir.verify import is_int
 from graph_ir.runtime.planner import BASE_RUN_BYTES, Plan, plan
+from graph_ir.runtime.segments import PartedGraph, fed_view, has_deciders
 from graph_ir.runtime.shape_plans import DEFAULT_MAX_PLANS, ShapePlans
 
 
@@ -74,7 +75,7 @@ class Session:
         control_flow.reset_budgets(self)
         self.blas_threads, self.threads, self.keep_memory = blas_threads, threads, keep_memory
         self._max_run_bytes = max_run_bytes
-        self._plans: dict[int, Plan | ShapePlans] = {}
+        self._plans: dict[int, Plan | ShapePlans | PartedGraph] = {}
         self._random_streams: dict[int, dict] = {}  # per graph: its stateful random ops' Philox counters
         self._variables: dict[str, np.ndarray] = {}
         self._frozen: dict[str, list[str]] = {}  # learning-rate variables the added graphs froze (Graph.frozen_variables)
@@ -89,8 +90,12 @@ class Session:
             raise GraphError(f"add_graph: graph {graph.name!r} is a subgraph of node {graph.parent_node.name!r}; add "
                              f"its root graph {graph.root.name!r}")
         graph.verify()
-        planned = ShapePlans(graph, self._max_run_bytes, self.max_shape_plans) if is_template(graph) else \
-            plan(graph, self._max_run_bytes)
+        if has_deciders(graph):  # sizes known only from values (Where): run part by part
+            planned: Plan | ShapePlans | PartedGraph = PartedGraph(graph, self._max_run_bytes, self.max_shape_plans)
+        elif is_template(graph):
+            planned = ShapePlans(graph, self._max_run_bytes, self.max_shape_plans)
+        else:
+            planned = plan(graph, self._max_run_bytes)
         with self._lock:
             if graph_id in self._plans:
                 raise ValueError(f"graph id {graph_id} is already added; remove_graph({graph_id}) first")
@@ -167,13 +172,18 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id}; add_graph it first")
             _check_backed(inputs, self._max_run_bytes)
             entry = self._plans[graph_id]
-            planned = entry.plan_for(inputs) if isinstance(entry, ShapePlans) else entry
-            feeds = self._feeds(planned, inputs)
-            if wrap is not None:
-                planned = dataclasses.replace(planned, steps=[wrap(step) for step in planned.steps])
+            if isinstance(entry, PartedGraph):
+                feeds = self._feeds(fed_view(entry.graph, inputs), inputs)
+            else:
+                planned = entry.plan_for(inputs) if isinstance(entry, ShapePlans) else entry
+                feeds = self._feeds(planned, inputs)
+                if wrap is not None:
+                    planned = dataclasses.replace(planned, steps=[wrap(step) for step in planned.steps])
             control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
             with run_settings.applied(self.blas_threads, self.threads, self.keep_memory), \
                     random_ops.streams(self._random_streams[graph_id]):
+                if isinstance(entry, PartedGraph):
+                    return _copy_outputs(entry.run(self, feeds, wrap))
                 outputs = self._run(planned, feeds)
             if isinstance(entry, ShapePlans):  # a smaller call after a larger one gives the difference back
                 entry.largest_peak = run_settings.release_below(planned.peak_bytes, entry.largest_peak)

@@ -33,6 +33,7 @@ from graph_ir.lowering.ops import (
     tensorlist,
     tensorlist_grads,
     trig,
+    valued,
 )
 from graph_ir.lowering.table import ASSIGNS, MULTI_LOWERINGS, PLUMBING
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
@@ -45,7 +46,7 @@ LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,
                   **bucketize.LOWERINGS, **trig.LOWERINGS, **fft.LOWERINGS,
                   **image.LOWERINGS})
-LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS})
+LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS, **valued.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist_grads.zeros_like(LOWERINGS["ZerosLike"])
 LOWERINGS["AddN"] = tensorlist_grads.add_n(LOWERINGS["AddN"])
@@ -57,7 +58,7 @@ _RANDOM = ("RngReadAndSkip", "RngSkip", "StatefulUniform", "StatefulStandardNorm
 HOST_TABLE_OPS = ("LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2", "LookupTableImportV2",
                   "LookupTableInsertV2", "LookupTableRemoveV2")
 _CONTROL_FLOW = ("Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond")  # TF1's; TF2's are lowered
-_DATA_DEPENDENT = ("Where", "Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
+_DATA_DEPENDENT = ("Unique", "DynamicPartition", "Bincount", "BooleanMask", "NonMaxSuppressionV3")
 # Ops whose condition is checked when lowering and which then become nothing (check_assert): only their first input
 # is lowered (an Assert's other inputs are its message, string Consts GE graphs here do not take).
 CHECKED_WHEN_LOWERING = ("Assert",)
@@ -119,7 +120,8 @@ def refusal(op: str, node: str, stateful: bool) -> str:
                 "takes the functional form: enable control flow v2 (tf.compat.v1.enable_control_flow_v2(), the "
                 "default in TF2), whose If/While nodes lower to GE If/While")
     if op in _DATA_DEPENDENT:
-        return f"cannot lower {where}: its output shape depends on the data, and GE graphs here have static shapes"
+        return (f"cannot lower {where}: its output shape depends on the data; graph_ir runs such sizes for Where "
+                "only (tf.where with one argument, tf.boolean_mask: graph_ir/runtime/segments.py)")
     kind = "stateful " if stateful else ""
     hint = f"; {REWRITES[op]}" if op in REWRITES else ""
     return (f"cannot lower {kind}{where} to GE IR: the lowering has no mapping for it (`python -m graph_ir ops` "

@@ -13,7 +13,7 @@ from graph_ir.lowering.ops.dynamic_slice import strided_slice_grad
 
 LOWERINGS = {
     "Slice": same_bool_as_bytes("Slice"),
-    **{t: same(t) for t in ("Pad", "PadV2", "InvertPermutation", "GatherNd", "ScatterNd",
+    **{t: same(t) for t in ("Pad", "PadV2", "InvertPermutation", "GatherNd",
                             "TensorScatterUpdate", "ReverseV2")},
     "MirrorPad": same("MirrorPad", mode="mode"),
     "MirrorPadGrad": same("MirrorPadGrad", mode="mode"),
