@@ -18,7 +18,14 @@ from graph_ir.opset.splitting import concat_offsets, split_sizes
 
 
 def _pad(node: Node, args) -> list[np.ndarray]:
+    """Paddings computed in the step (TF's SliceGrad at a computed begin) are checked as TF's PadOp checks them
+    (tensorflow/core/kernels/pad_op.cc: non-negative), before anything is written; their sums per dim are y's
+    static dims by construction (graph_ir/opset/slicing.py)."""
     pads = args[1].reshape(-1, 2).tolist()
+    shape = tuple(d + a + b for d, (a, b) in zip(args[0].shape, pads))
+    if any(min(p) < 0 for p in pads) or shape != node.output_descs[0].shape:
+        raise GraphError(f"{node.type} {node.name!r}: paddings {pads} must be non-negative and pad x "
+                         f"{list(args[0].shape)} to y's shape {list(node.output_descs[0].shape)}, as TF's Pad checks")
     if node.type == "MirrorPad":
         mode = "reflect" if node.attrs["mode"] == "REFLECT" else "symmetric"
         return [np.pad(args[0], pads, mode=mode)]
@@ -98,6 +105,28 @@ def _strided_slice_grad(node: Node, args) -> list[np.ndarray]:
     out = np.zeros(shape, dy.dtype)
     out[index] = dy  # basic indexing: written in place
     return [out]
+
+
+def _strided_slice_assign(node: Node, args) -> list[np.ndarray]:
+    """TF's StridedSliceAssign (tensorflow/core/kernels/strided_slice_op.cc, StridedSliceAssignOp): input_value
+    written in place where StridedSlice reads (TF's clamping, negative indices from the end). An empty slice writes
+    nothing, whatever input_value's shape, as TF's kernel skips it; any other slice must have input_value's shape,
+    and an index out of range (a shrunk axis) or a slice of another shape is refused naming the node before anything
+    is written."""
+    var, value = args[0], args[4]
+    index = strided_slice_index(node.op, node.name, var.ndim, *args[1:4], node.attrs)
+    try:
+        sliced = np.shape(var[index])  # basic indexing: a view, no copy
+    except IndexError as e:
+        raise GraphError(f"StridedSliceAssign {node.name!r}: begin {args[1].tolist()}, end {args[2].tolist()}: {e} "
+                         f"(var's shape is {list(var.shape)})") from None
+    if math.prod(sliced) and sliced != value.shape:
+        raise GraphError(f"StridedSliceAssign {node.name!r}: begin {args[1].tolist()} and end {args[2].tolist()} "
+                         f"take a slice of shape {list(sliced)} from var {list(var.shape)}, but input_value has "
+                         f"shape {list(value.shape)}")
+    if math.prod(sliced):
+        var[index] = value
+    return [var]
 
 
 def _invert_permutation(node: Node, args) -> list[np.ndarray]:
@@ -191,6 +220,7 @@ EXECUTORS = {
     "Unpack": _unpack,
     "ConcatOffset": _concat_offset,
     "StridedSliceGrad": _strided_slice_grad,
+    "StridedSliceAssign": _strided_slice_assign,
     "InvertPermutation": _invert_permutation,
     "GatherNd": _gather_nd,
     "ScatterNd": _scatter_nd,

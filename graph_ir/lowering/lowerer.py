@@ -60,7 +60,7 @@ class Lowerer(LoweringContext):
         """The variable tensors a node writes."""
         if node.op in MULTI_LOWERINGS:
             return state_inputs(node)
-        return node.input[:1] if node.op in ASSIGNS or node.op in LOWERINGS else []
+        return node.input[:1] if node.op in (*ASSIGNS, *LOWERINGS, *ops.WRITES_VARIABLE) else []
 
     def _through_identities(self, name: str) -> str:
         while self.nodes[name].op in IDENTITIES and self.nodes[name].op != "ReadVariableOp":

@@ -1,20 +1,25 @@
 """The slicing family's GE prototypes (CANN's REG_OPs, as torch-npu's generated auto_generated_ge_raw_ops.py keeps them;
 third_party/cann/ge_reg_ops.txt copies them verbatim): padding (Pad, PadV2, MirrorPad, MirrorPadGrad), cutting
-(Slice, StridedSliceGrad; Split, SplitV, Unpack and ConcatOffset are graph_ir/opset/splitting.py's), indexing (GatherNd, ScatterNd, TensorScatterUpdate,
+(Slice, StridedSliceGrad, StridedSliceAssign; Split, SplitV, Unpack and ConcatOffset are graph_ir/opset/splitting.py's), indexing (GatherNd, ScatterNd, TensorScatterUpdate,
 InvertPermutation), ReverseV2 and Cumsum. Inputs that decide an output's shape (paddings, sizes, axes) must be
 Consts; every dim is checked against its input, naming the node and the field (StridedSliceGrad's begin, end and
-strides may be computed: its output's shape is its Const `shape`, and dy's shape is checked at run time). Executors:
+strides may be computed: its output's shape is its Const `shape`, and dy's shape is checked at run time; so may
+StridedSliceAssign's, which writes its Variable in place; Pad's and PadV2's paddings may be computed where each
+row's sum is a constant, graph_ir/opset/linear_forms.py). Executors:
 graph_ir/executors/slicing.py; TF mappings: graph_ir/lowering/ops/slicing.py."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.nodes import TensorDesc
 from graph_ir.ir.registry import COMPLEX, INDICES, IrAttr, IrInput, IrOp, IrOutput, register
-from graph_ir.ir.verify import check_shape, const_dims, const_value
+from graph_ir.ir.verify import check_shape, const_dims, const_value, known_or_none
 from graph_ir.opset.array import BASIC, WITH_BOOL, strided_slice_index
+from graph_ir.opset.linear_forms import difference, linear, negated
 
 # CANN's explicit lists, as far as graph_ir holds their dtypes (no bfloat16, uint32 or uint64 there).
 MIRROR = ("int8", "uint8", "int16", "uint16", "int32", "int64", "float16", "float32", "float64", "bool")
@@ -51,9 +56,27 @@ def mirror_offset(op: IrOp, node: str, mode: str) -> int:
     return int(mode == "REFLECT")
 
 
+def _computed_pads(op: IrOp, node: str, x, paddings) -> list[tuple[int, int]]:
+    """Pad's paddings computed in the step (TF's SliceGrad at a computed begin): each row's before + after must be
+    a constant of the graph (graph_ir/opset/linear_forms.py), so that y's shape is static: (0, total) per dim."""
+    forms = linear(paddings, probed=True)  # y's shape holds at each probe size (graph_ir/dynamic)
+    if op.type == "MirrorPad" or tuple(paddings.shape) != (len(x.shape), 2) or len(forms) != 2 * len(x.shape):
+        raise GraphError(f"{op.type} {node!r}: its paddings are computed in the step; graph_ir pads at computed "
+                         f"positions only with Pad and PadV2 and paddings of shape [{len(x.shape)}, 2], got "
+                         f"{list(paddings.shape)}")
+    totals = [difference(forms[2 * k], negated(forms[2 * k + 1])) for k in range(len(x.shape))]
+    if None in totals:
+        k = totals.index(None)
+        raise GraphError(f"{op.type} {node!r}: its paddings are computed in the step and the size of dim {k} of y "
+                         "(before + after) is not a constant: it would depend on run-time values (GE graphs here "
+                         "have static shapes)")
+    return [(0, t) for t in totals]
+
+
 def _pad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
     x = inputs[0]
-    pads = const_pairs(op, node, inputs[1], len(x.shape), "paddings")
+    pads = _computed_pads(op, node, x, inputs[1]) if known_or_none(inputs[1]) is None else \
+        const_pairs(op, node, inputs[1], len(x.shape), "paddings")
     if any(min(p) < 0 for p in pads):
         raise GraphError(f"{op.type} {node!r}: paddings must be >= 0 (as TF requires), got {pads}")
     if op.type == "MirrorPad":
@@ -120,6 +143,26 @@ def _strided_slice_grad(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
         raise GraphError(f"StridedSliceGrad {node!r}: dy has shape {list(inputs[4].shape)}, but the slice of "
                          f"{list(shape)} has shape {list(sliced)}")
     return [TensorDesc("output", inputs[4].dtype, shape)]
+
+
+def _strided_slice_assign(op: IrOp, node: str, inputs, attrs) -> list[TensorDesc]:
+    var, value = inputs[0], inputs[4]
+    if value.dtype != var.dtype:
+        raise GraphError(f"StridedSliceAssign {node!r}: input_value is {value.dtype}, var is {var.dtype}")
+    if any(len(h.shape) != 1 or h.shape != inputs[1].shape for h in inputs[1:4]):
+        raise GraphError(f"StridedSliceAssign {node!r}: begin, end and strides must be 1-D of one length, got "
+                         f"shapes {[list(h.shape) for h in inputs[1:4]]}")
+    values = [known_or_none(h) for h in inputs[1:4]]
+    if all(v is not None for v in values):  # known: TF's kernel's check now (computed: at run time)
+        index = strided_slice_index(op, node, len(var.shape), *values, attrs)
+        try:
+            sliced = np.broadcast_to(np.zeros((), np.int8), var.shape)[index].shape  # a view: no memory
+        except IndexError as e:
+            raise GraphError(f"StridedSliceAssign {node!r}: {e} (var's shape is {list(var.shape)})") from None
+        if math.prod(sliced) and tuple(value.shape) != sliced:
+            raise GraphError(f"StridedSliceAssign {node!r}: input_value has shape {list(value.shape)}, but the slice "
+                             f"of var {list(var.shape)} has shape {list(sliced)}")
+    return [var.desc.renamed("var")]
 
 
 def _index_depth(op: IrOp, node: str, indices, rank: int) -> int:
@@ -212,6 +255,11 @@ for _op in (
          infer=_strided_slice_grad, same_dtype=("shape", "begin", "end", "strides"),
          doc="output = zeros of `shape` with dy written where StridedSlice read (a Const shape; begin, end and "
              "strides may be computed, dy's shape then checked at run time)."),
+    IrOp("StridedSliceAssign", (IrInput("var", BASIC), *(IrInput(n, INDICES) for n in ("begin", "end", "strides")),
+                                IrInput("input_value", BASIC)), (IrOutput("var", BASIC),), _MASKS,
+         outputs_from="infer", infer=_strided_slice_assign, same_dtype=("begin", "end", "strides"),
+         doc="var[begin:end:strides] = input_value, in place, as TF's StridedSliceAssign (begin, end and strides may "
+             "be computed: a slice that is not empty must have input_value's shape, checked at run time)."),
     IrOp("InvertPermutation", (IrInput("x", INDICES),), (IrOutput("y", INDICES),), outputs_from="infer",
          infer=_invert_permutation, doc="y[x[i]] = i (x must be a permutation of 0..n-1)."),
     IrOp("GatherNd", (IrInput("x", BASIC), IrInput("indices", INDICES)), (IrOutput("y", BASIC),),

@@ -99,10 +99,11 @@ def test_xla_dynamic_update_slice_with_known_starts(start):
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
-def test_xla_dynamic_update_slice_with_computed_starts_is_refused():
+def test_xla_dynamic_update_slice_larger_than_its_input_is_refused():
+    """At computed starts (tests/graph_ir/test_dynamic_slice_updates.py) the update must fit the input all the same."""
     from tensorflow.compiler.tf2xla.python import xla
 
     fn = tf.function(lambda x, u, i: xla.dynamic_update_slice(x, u, i))
-    with pytest.raises(graph_ir.LoweringError, match="XlaDynamicUpdateSlice .*start indices are computed"):
-        graph_ir.from_tensorflow(fn, tf.TensorSpec((4, 5), tf.float32), tf.TensorSpec((2, 3), tf.float32),
+    with pytest.raises(graph_ir.LoweringError, match=r"XlaDynamicUpdateSlice .*update \[2, 6\].*does not fit"):
+        graph_ir.from_tensorflow(fn, tf.TensorSpec((4, 5), tf.float32), tf.TensorSpec((2, 6), tf.float32),
                                  tf.TensorSpec((2,), tf.int32))

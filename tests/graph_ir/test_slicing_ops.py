@@ -49,6 +49,17 @@ def _strided_slice_grad(shape, begin, end, strides, **masks):
     return lambda dy: tf.raw_ops.StridedSliceGrad(shape=shape, begin=begin, end=end, strides=strides, dy=dy, **masks)
 
 
+def _update(begin, end, strides):
+    return lambda x, u: tf.raw_ops.TensorStridedSliceUpdate(input=x, begin=begin, end=end, strides=strides, value=u)
+
+
+def _assign(begin, end, strides, **masks):
+    """`var[begin:end:strides].assign(x)` on a Variable (the same x again: TF's value does not depend on the order)."""
+    var = tf.Variable(np.arange(30, dtype=np.float32).reshape(6, 5))
+    return lambda x: tf.raw_ops.ResourceStridedSliceAssign(ref=var.handle, begin=begin, end=end, strides=strides,
+                                                           value=x, **masks) and var.read_value()
+
+
 # name ("TFOp-variant") -> (function of tensors, inputs from rng, tolerance)
 CASES = {
     "Pad": (lambda x: tf.pad(x, [[1, 2], [0, 3]]), lambda r: [_data(r, 4, 5)], 0),
@@ -80,6 +91,9 @@ CASES = {
     "StridedSliceGrad-ellipsis-new-axis": (_strided_slice_grad([4, 5], [0, 0, 1], [0, 0, 3], [1, 1, 1],
                                                                ellipsis_mask=0b001, new_axis_mask=0b010),
                                            lambda r: [_data(r, 4, 1, 2)], 0),
+    "TensorStridedSliceUpdate-strided": (_update([3, 0], [0, 5], [-1, 2]), lambda r: [_data(r, 4, 5), _data(r, 3, 3)], 0),
+    "TensorStridedSliceUpdate-empty": (_update([3, 0], [3, 5], [1, 1]), lambda r: [_data(r, 4, 5), _data(r, 2, 2)], 0),
+    "ResourceStridedSliceAssign": (_assign([1, 4], [4, 0], [1, -2], shrink_axis_mask=0), lambda r: [_data(r, 3, 2)], 0),
     "InvertPermutation": (tf.math.invert_permutation, lambda r: [r.permutation(9).astype(np.int32)], 0),
     "GatherNd": (tf.gather_nd, lambda r: [_data(r, 4, 5, 3), np.array([[1, 2], [3, 0], [1, 2], [0, 4]], np.int32)],
                  0),
@@ -153,7 +167,8 @@ def test_lowered_op_runs_like_tensorflow(name):
     fn, make_inputs, tolerance = CASES[name]
     got, want, graph = lower_and_run(fn, make_inputs(np.random.default_rng(zlib.crc32(name.encode()))))
     ge_type = ops.LOWERINGS[name.split("-")[0]].ge_type
-    assert ge_type in {n.type for n in graph.nodes.values()} or name == "ConcatOffset"  # (folded: Const inputs)
+    # ConcatOffset folds (Const inputs); an empty TensorStridedSliceUpdate is its input (an Identity)
+    assert ge_type in {n.type for n in graph.nodes.values()} or name in ("ConcatOffset", "TensorStridedSliceUpdate-empty")
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)

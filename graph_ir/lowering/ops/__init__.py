@@ -52,6 +52,9 @@ LOWERINGS["ZerosLike"] = tensorlist_grads.zeros_like(LOWERINGS["ZerosLike"])
 LOWERINGS["AddN"] = tensorlist_grads.add_n(LOWERINGS["AddN"])
 LOWERINGS["DivNoNan"] = fft.complex_div_no_nan(LOWERINGS["DivNoNan"])  # complex64: GE's DivNoNan declares none
 
+# TF ops lowered here that write their first input, a variable, in place (graph_ir/lowering/lowerer.py's writes).
+WRITES_VARIABLE = ("ResourceStridedSliceAssign",)
+
 # TF ops refused with a reason of their own (anything else unknown gets the generic refusal).
 _RANDOM = ("RngReadAndSkip", "RngSkip", "StatefulUniform", "StatefulStandardNormalV2")
 # Ops on tf.lookup tables (captured resources that are no tf.Variable): host work, refused with REWRITES' advice.

@@ -18,7 +18,9 @@ actor-critic step), is GE StridedSliceGrad with begin and end as computed inputs
 `shape` and dy's shape is static, so nothing needs sizing. Its executor follows TF's kernel (a negative index counts
 from the end, a range is clamped) and refuses, naming the node, before writing anything, a range whose slice has not
 dy's shape (an index out of range, a range clamped short), as TF's kernel refuses it. In a step the forward Slice runs
-first and refuses a negative or out-of-range begin itself."""
+first and refuses a negative or out-of-range begin itself.
+
+Slice updates at computed positions: graph_ir/lowering/ops/slice_update.py."""
 
 from __future__ import annotations
 
@@ -27,56 +29,11 @@ import numpy as np
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.nodes import Handle
 from graph_ir.lowering.ops.common import first, maps_to, same_bool_as_bytes, tf_attr
+from graph_ir.opset.linear_forms import CONSTANT as _CONSTANT
+from graph_ir.opset.linear_forms import Form, difference, linear
 
-Form = dict  # {leaf key or 1: coefficient}: one component of an integer vector as a linear form
-_CONSTANT = 1
 _MASKS = {f"{m}_mask": f"{m}_mask" for m in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
 _STATIC = same_bool_as_bytes("StridedSlice", **_MASKS)
-
-
-def _length(h: Handle) -> int:
-    return 1 if h.shape in ((), (1,)) else int(np.prod(h.shape))
-
-
-def linear(h: Handle, depth: int = 0) -> list[Form]:
-    """Each component of the integer tensor `h` (rank 0 or 1) as a linear form over the values computed in the step
-    (leaves: (node name, output, component)) and the constant 1."""
-    node = h.node
-    if node.type == "Const":
-        return [{_CONSTANT: int(v)} for v in np.asarray(node.attrs["value"]).reshape(-1)]
-    ins = [i for i in node.inputs if i is not None]
-    if depth < 32 and node.type == "Pack" and all(_length(i) == 1 for i in ins) and h.shape == (len(ins),):
-        return [linear(i, depth + 1)[0] for i in ins]
-    if depth < 32 and (node.type == "Identity" or (node.type == "Cast" and h.dtype.name in ("int32", "int64")
-                                                   and ins[0].dtype.name in ("int32", "int64"))):
-        return linear(ins[0], depth + 1)
-    if depth < 32 and node.type in ("Add", "AddV2", "Sub", "Mul") and len(ins) == 2:
-        a, b = linear(ins[0], depth + 1), linear(ins[1], depth + 1)
-        if len(a) != len(b) and 1 not in (len(a), len(b)):
-            return _leaf(h)
-        n = max(len(a), len(b))
-        a, b = (a * n if len(a) == 1 else a), (b * n if len(b) == 1 else b)
-        if node.type == "Mul":
-            if all(set(f) <= {_CONSTANT} for f in b):
-                return [{k: v * g.get(_CONSTANT, 0) for k, v in f.items()} for f, g in zip(a, b)]
-            if all(set(f) <= {_CONSTANT} for f in a):
-                return [{k: v * f.get(_CONSTANT, 0) for k, v in g.items()} for f, g in zip(a, b)]
-            return _leaf(h)
-        sign = -1 if node.type == "Sub" else 1
-        return [{k: f.get(k, 0) + sign * g.get(k, 0) for k in {*f, *g}} for f, g in zip(a, b)]
-    return _leaf(h)
-
-
-def _leaf(h: Handle) -> list[Form]:
-    return [{(h.node.name, h.index, k): 1} for k in range(_length(h))]
-
-
-def _difference(end: Form, begin: Form) -> int | None:
-    """end - begin when it is a constant, else None."""
-    keys = {*end, *begin} - {_CONSTANT}
-    if any(end.get(k, 0) != begin.get(k, 0) for k in keys):
-        return None
-    return end.get(_CONSTANT, 0) - begin.get(_CONSTANT, 0)
 
 
 @maps_to("StridedSlice")
@@ -150,7 +107,7 @@ def static_ranges(node, dims, begin: Handle, end: Handle, strides: Handle) -> tu
                 start, stop = b[_CONSTANT] % dim, b[_CONSTANT] % dim + 1
             b, size = {_CONSTANT: start}, max(stop - start, 0)
         else:
-            size = _difference(e, b)
+            size = difference(e, b)
             if size is None:
                 raise refuse(f"and the size of dim {k} (end - begin) is not a constant")
             size = max(size, 0)
@@ -185,3 +142,4 @@ def _slice(ctx, x: Handle, begin: Handle, offsets: list[Form], sizes: list[int],
     if x.dtype.name == "bool":
         y = first(ctx.add("Cast", [y], {"dst_type": "bool"}, suffix="bool"))
     return ctx.add("Reshape", [y, ctx.const(np.asarray(shape, np.int64), "shape")])
+
