@@ -15,6 +15,7 @@ from graph_ir.executors import (
     bucketize,
     checks,
     conv,
+    ctc,
     depthwise,
     fft,
     image,
@@ -110,6 +111,7 @@ EXECUTORS: dict[str, Executor] = {
     **scatter.EXECUTORS,
     **bucketize.EXECUTORS,
     **trig.EXECUTORS,
+    **ctc.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the
