@@ -13,7 +13,13 @@ The u-2 term is taken when l'u is a label other than l'(u-2) (any label when ctc
 term only for blanks when ctc_merge_repeated is false. TF prunes the states that cannot reach the end in time or
 were not reachable from the start (they stay log 0), and so does this. LSE is TF's LogSumExp (ctc_loss_util.h):
 max + log1pf(expf(min - max)), in float32 whatever the dtype, folded in TF's order. The loops run over time;
-each step is vectorized over the batch and the label-extended dimension u. A batch entry whose sequence_length is 0,
+each step is vectorized over the batch and the label-extended dimension u.
+
+Rounding: float32 softmax takes Eigen's exp and sum and LSE glibc's log1pf, each as TF's build rounds it
+(graph_ir/executors/tf_float32.py); logf and expf are correctly rounded (float64, rounded once), which glibc's
+are but for an ulp now and then. So the loss is TF's bit for bit on the tested inputs, and a gradient entry, a
+difference of y and an exp of log values of the loss's size, is within 2 ulps of the loss (plus 2 ulps of 1) of
+TF's where a logf or expf rounds the other way (tests/graph_ir/test_ctc.py). A batch entry whose sequence_length is 0,
 or (with ignore_longer_outputs_than_inputs) whose labels are longer than it, gets loss 0 and gradient 0; one without
 a valid path gets loss inf and gradient y (TF's "No valid path found")."""
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graph_ir.executors.tf_float32 import eigen_exp, eigen_sum, libm_log1pf
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.nodes import Node
 
@@ -28,7 +35,7 @@ _F32 = np.float32
 
 
 def _f32(fn, x: np.ndarray) -> np.ndarray:
-    """A float32 libm function (expf, logf, log1pf) as glibc rounds it: in float64, rounded once to float32."""
+    """A float32 libm function (expf, logf) correctly rounded: in float64, rounded once to float32."""
     return fn(x.astype(np.float64)).astype(_F32)
 
 
@@ -41,7 +48,7 @@ def _lse(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """TF's LogSumExp(a, b): a log 0 (-inf) passes the other through; else max + log1pf(expf(min - max))."""
     first = a > b
     big, small = np.where(first, a, b), np.where(first, b, a)
-    summed = big + _f32(np.log1p, _f32(np.exp, (small - big).astype(_F32))).astype(big.dtype)
+    summed = big + libm_log1pf(_f32(np.exp, (small - big).astype(_F32))).astype(big.dtype)
     return np.where(a == -np.inf, b, np.where(b == -np.inf, a, summed))
 
 
@@ -166,8 +173,13 @@ def _ctc_loss(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         return [loss, grad]
     with np.errstate(all="ignore"):
         xs = x[:, picked]
-        e = _unary(np.exp, xs - xs.max(axis=2, keepdims=True))
-        y = e / e.sum(axis=2, keepdims=True)
+        shifted = xs - xs.max(axis=2, keepdims=True)
+        if x.dtype == _F32:  # as Eigen computes them (graph_ir/executors/tf_float32.py)
+            e = eigen_exp(shifted)
+            y = e / eigen_sum(e)[..., None]
+        else:
+            e = np.exp(shifted)
+            y = e / e.sum(axis=2, keepdims=True)
         lens, sizes = seq_len[picked], np.array([2 * sequences[b].size + 1 for b in picked])
         lp = np.full((picked.size, int(sizes.max())), num_classes - 1, np.int64)
         for a, b in enumerate(picked):
