@@ -101,7 +101,7 @@ def _label_sequences(node: Node, rows: list[np.ndarray], seq_len: np.ndarray, nu
         if np.any(seq < 0):
             raise _fail(node, "labels_values", f"of batch entry {b} must be non-negative, got {label.tolist()}")
         if not ignore and label.size > seq_len[b]:
-            raise _fail(node, "sequence_length", f"[{b}] = {seq_len[b]} leaves not enough time for its "
+            raise _fail(node, "sequence_length", f"is {seq_len[b]} for batch entry {b}: not enough time for its "
                                                  f"{label.size} labels (set ignore_longer_outputs_than_inputs to "
                                                  "give it loss 0 instead)")
         if active[b] and seq.size == 0:
@@ -161,8 +161,10 @@ def _ctc_loss(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     if seq_len.shape != (batch,):
         raise _fail(node, "sequence_length", f"must have shape [batch] = [{batch}], got {list(seq_len.shape)}")
     rows = _sparse_rows(node, indices, values, batch)
-    for b in np.flatnonzero((seq_len > steps) | (seq_len < 0))[:1]:
-        raise _fail(node, "sequence_length", f"[{b}] = {seq_len[b]} is not in [0, max_time = {steps}]")
+    outside = np.flatnonzero((seq_len > steps) | (seq_len < 0))
+    if outside.size:
+        b = outside[0]
+        raise _fail(node, "sequence_length", f"is {seq_len[b]} for batch entry {b}, not in [0, max_time = {steps}]")
     ignore = bool(node.attrs.get("ignore_longer_outputs_than_inputs", False))
     longer = np.array([r.size for r in rows]) > seq_len
     active = (seq_len > 0) & ~(ignore & longer)
@@ -202,4 +204,16 @@ def _ctc_loss(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [loss, grad]
 
 
+def _workspace(node: Node) -> int:
+    """Bytes held while it runs, an upper bound: the softmax's arrays, log y and the occupancies with their float64
+    roundings (16 [T, B, C] of the dtype), log alpha, log beta, their sum and log y at the extended labels, with
+    temporaries (6 [T, B, U]; U = 2L + 1 where an entry that runs has L <= min(n labels, T): longer ones are refused
+    or skipped)."""
+    steps, batch, classes = node.output_descs[1].shape
+    n = node.input_descs()[1].shape[0]
+    labels = min(n, steps) if n >= 0 else steps
+    return node.output_descs[1].dtype.itemsize * steps * batch * (16 * classes + 6 * (2 * labels + 1))
+
+
 EXECUTORS = {"CTCLoss": _ctc_loss}
+WORKSPACE = {"CTCLoss": _workspace}

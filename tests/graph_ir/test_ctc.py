@@ -7,16 +7,15 @@ tf.where is another op), and with the dense tf.nn.ctc_loss / keras.ops.ctc_loss 
 against K (3) steps of TF.
 
 Tolerance: the softmax is Eigen's exp and sum, LogSumExp glibc's log1pf, as TF's build rounds them
-(graph_ir/executors/tf_float32.py, checked bitwise below), so the loss is within 2 ulps of TF's (bitwise on the
+(graph_ir/executors/tf_float32.py, bitwise: tests/graph_ir/test_tf_float32.py), so the loss is within 2 ulps of TF's (bitwise on the
 tested inputs). The gradient is softmax(inputs) - exp(log occupancy - log p), both log values of about the loss's
 size, so where a logf or expf rounds an ulp away from glibc's (graph_ir uses correctly rounded ones) an entry can
 move by an ulp of the loss: each is within 2 (ulp(loss) + ulp(1))."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import itertools
+import tracemalloc
 
 import keras
 import numpy as np
@@ -26,11 +25,11 @@ from keras import layers
 
 import graph_ir
 from graph_ir import ops
-from graph_ir.executors import tf_float32
+from graph_ir.executors import EXECUTORS, WORKSPACE
 from graph_ir.ir import registry
 from graph_ir.ir.dtypes import as_dtype
 from graph_ir.ir.nodes import TensorDesc
-from tests.helpers.train_steps import lower_and_compare
+from tests.helpers.train_steps import K, lower_and_compare
 
 TESTED = ("CTCLoss",)  # within the bounds above (tests/graph_ir/test_family_ops.py PER_OP_TESTS)
 ATTRS = [dict(zip(("preprocess_collapse_repeated", "ctc_merge_repeated", "ignore_longer_outputs_than_inputs"), v))
@@ -114,27 +113,6 @@ def test_ctc_loss_of_float64_and_no_valid_path(tmp_path):
     assert np.isinf(loss[1]) and np.all(np.abs(grad[:4, 1].sum(axis=-1) - 1) < 1e-12)  # the gradient is y
 
 
-def test_tf_float32_rounding_is_tfs_and_glibcs():
-    """Eigen's exp (TF's Exp kernel runs it too), Eigen's vector sum (seen through TF's softmax in CTCLoss: labels
-    of class 0 leave the gradient of classes 1.. equal to y) and libm's log1pf, bitwise."""
-    rng = np.random.default_rng(3)
-    x = np.concatenate([rng.uniform(-110, 90, 20000), rng.standard_normal(20000), [0, -0.0, 88.7, -104, -87.5]])
-    x = x.astype(np.float32)
-    np.testing.assert_array_equal(tf_float32.eigen_exp(x), tf.math.exp(x).numpy())
-    for classes in (3, 8, 9, 16, 17, 23, 40):
-        logits = _logits(rng, 3, 2, classes)
-        _, grad = tf.raw_ops.CTCLoss(inputs=logits, labels_indices=np.array([[0, 0], [1, 0]]),
-                                     labels_values=np.zeros(2, np.int32), sequence_length=np.array([3, 3], np.int32))
-        e = tf_float32.eigen_exp(logits - logits.max(axis=2, keepdims=True))
-        np.testing.assert_array_equal((e / tf_float32.eigen_sum(e)[..., None])[..., 1:-1], grad.numpy()[..., 1:-1])
-    lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    lib.log1pf.restype, lib.log1pf.argtypes = ctypes.c_float, [ctypes.c_float]
-    x = np.concatenate([rng.uniform(0, 1, 3000), np.exp(-rng.uniform(0, 90, 3000)), [0, 1, 2.0**-29, 0.41422]])
-    x = x.astype(np.float32)
-    want = np.array([lib.log1pf(float(v)) for v in x], np.float32)
-    np.testing.assert_array_equal(tf_float32.libm_log1pf(x), want)
-
-
 # (case, labels, sequence_length, attrs, field, TF's own words): each refused by TF and, naming the field, by graph_ir.
 _L, _S = [[0, 1], [2]], [3, 3]
 REFUSED = [
@@ -145,9 +123,9 @@ REFUSED = [
     ("negative-label", _sparse([[0, -1], [2]]), _S, {}, "labels_values", "must be non-negative"),
     ("label-after-blank", _sparse([[3, 1], [2]]), _S, {}, "labels_values", "after a blank"),
     ("all-blanks", _sparse([[3], [2]]), _S, {}, "labels_values", "all blanks"),
-    ("too-long", _sparse(_L), [1, 3], {}, "sequence_length", r"\[0\] = 1 leaves not enough time"),
-    ("beyond-max-time", _sparse(_L), [4, 3], {}, "sequence_length", r"\[0\] = 4 is not in \[0, max_time = 3\]"),
-    ("negative-length", _sparse(_L), [3, -1], {}, "sequence_length", r"\[1\] = -1 is not in"),
+    ("too-long", _sparse(_L), [1, 3], {}, "sequence_length", "is 1 for batch entry 0: not enough time"),
+    ("beyond-max-time", _sparse(_L), [4, 3], {}, "sequence_length", r"is 4 for batch entry 0, not in \[0, max_time = 3"),
+    ("negative-length", _sparse(_L), [3, -1], {}, "sequence_length", "is -1 for batch entry 1, not in"),
 ]
 
 
@@ -183,6 +161,23 @@ def test_shapes_are_checked_when_building():
     descs = [TensorDesc("x", as_dtype(d), s) for d, s in (("float32", (3, 2, 4)), ("int64", (-1, 2)),
                                                             ("int32", (-1,)), ("int32", (2,)))]
     assert [d.shape for d in op.infer(op, "c", descs, {})] == [(2,), (3, 2, 4)]
+
+
+@pytest.mark.parametrize("steps, batch, classes, length", [(40, 6, 12, 30), (5, 2, 200, 3), (20, 3, 50, 20)])
+def test_the_workspace_bounds_what_the_executor_holds(steps, batch, classes, length):
+    rng = np.random.default_rng(9)
+    indices, values = _sparse([list(rng.integers(0, classes - 1, length)) for _ in range(batch)])
+    args = [_logits(rng, steps, batch, classes), indices, values, np.full(batch, steps, np.int32)]
+    with graph_ir.Graph("g") as graph:
+        ops.CTCLoss(*(graph_ir.Const(a) for a in args))
+    (node,) = graph.nodes_of_type("CTCLoss")
+    run = EXECUTORS["CTCLoss"]
+    run(node, args)  # libm's log1pf probed once
+    tracemalloc.start()
+    outputs = run(node, args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= sum(o.nbytes for o in outputs) + WORKSPACE["CTCLoss"](node)
 
 
 # The training steps: a Conv1D + Dense softmax model on [batch, time, features].
@@ -231,6 +226,16 @@ def test_sparse_ctc_training_steps_as_tf(tmp_path):
     assert not graph_ir.missing_ops(step, *specs)
     graph = _compare(tmp_path, step, specs, batch, model, optimizer)
     assert len(graph.nodes_of_type("CTCLoss")) == 1
+    # labels longer than their sequence: refused naming the node, before any variable is written
+    session = graph_ir.Session()
+    session.add_graph(0, graph)
+    names = [n.name for n in graph.nodes_of_type("Variable")]
+    before = session.get_variables(names)
+    x, indices, values, _ = batch(K)
+    with pytest.raises(graph_ir.GraphError, match="CTCLoss '[^']+': input 'sequence_length' is 2 for batch entry 0: not enough"):
+        session.run_graph(0, [x, indices, values, np.array([2, 2, 2], np.int32)])
+    for name, old, new in zip(names, before, session.get_variables(names), strict=True):
+        np.testing.assert_array_equal(old, new, err_msg=name)
 
 
 def test_ctc_batch_cost_lacks_only_where():
