@@ -197,9 +197,11 @@ def _compare(tmp_path, step, specs, batch, model, optimizer, tolerance: float = 
     return graph
 
 
-def test_sparse_ctc_training_steps_as_tf(tmp_path):
+@pytest.mark.parametrize("blank", ["last", "first"])
+def test_sparse_ctc_training_steps_as_tf(blank, tmp_path):
     """keras.backend.ctc_batch_cost's arithmetic on given sparse labels: log(y_pred + epsilon) time-major, then
-    tf.compat.v1.nn.ctc_loss (CTCLoss, whose gradient passes a PreventGradient), GradientTape and Adam."""
+    tf.compat.v1.nn.ctc_loss (CTCLoss, whose gradient passes a PreventGradient), GradientTape and Adam; or
+    tf.nn.ctc_loss of sparse labels with blank_index=0 (CTCLoss on logits rolled by one class)."""
     keras.utils.set_random_seed(48)
     model, optimizer = _model(), keras.optimizers.Adam(1e-2)
 
@@ -208,8 +210,12 @@ def test_sparse_ctc_training_steps_as_tf(tmp_path):
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             logits = tf.math.log(tf.transpose(y_pred, [1, 0, 2]) + keras.backend.epsilon())
-            labels = tf.SparseTensor(indices, values, [BATCH, TIME])
-            loss = tf.reduce_mean(tf.compat.v1.nn.ctc_loss(labels, logits, seq_len))
+            if blank == "last":
+                loss = tf.compat.v1.nn.ctc_loss(tf.SparseTensor(indices, values, [BATCH, TIME]), logits, seq_len)
+            else:
+                labels = tf.SparseTensor(indices, values + 1, [BATCH, TIME])
+                loss = tf.nn.ctc_loss(labels, logits, None, seq_len, blank_index=0)
+            loss = tf.reduce_mean(loss)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
