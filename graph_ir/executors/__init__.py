@@ -15,6 +15,7 @@ from graph_ir.executors import (
     bucketize,
     checks,
     conv,
+    ctc,
     depthwise,
     fft,
     image,
@@ -112,6 +113,7 @@ EXECUTORS: dict[str, Executor] = {
     **bucketize.EXECUTORS,
     **trig.EXECUTORS,
     **valued.EXECUTORS,
+    **ctc.EXECUTORS,
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the
@@ -124,4 +126,4 @@ SNAPSHOTS = frozenset({"Identity", "IdentityN"})
 # upper bound from the node's descs and attrs, which the session's planner adds at the node's position. Ops not
 # listed (elementwise and plumbing) count 0.
 WORKSPACE: dict[str, Callable[[Node], int]] = {**conv.WORKSPACE, **depthwise.WORKSPACE, **pool.WORKSPACE,
-                                              **random.WORKSPACE, **matrix.WORKSPACE}
+                                              **random.WORKSPACE, **matrix.WORKSPACE, **ctc.WORKSPACE}

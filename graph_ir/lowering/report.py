@@ -84,6 +84,10 @@ def _screen(nodes, library: dict, known: set[str], prefix: str, found: dict[str,
     read = {t.lstrip("^").split(":")[0] for n in nodes if n.op not in ops.CHECKED_WHEN_LOWERING for t in n.input}
     for node in nodes:
         name = prefix + node.name
+        if node.op in library:  # a function called by its name (tf.scan's defun wrappers): inlined when lowering
+            if depth < 16:
+                _screen(library[node.op].node_def, library, known, f"{name}/", found, reasons, depth + 1)
+            continue
         if node.op not in known:
             found.setdefault(node.op, []).append(name)
             if node.op in ops.REWRITES:

@@ -9,7 +9,7 @@ tf_adapter and the ops-math TF plugins, */framework/*_tf_plugin.cpp).
   op families in graph_ir/lowering/ops, one module per family.
 - Resource-variable assigns become the GE ref ops on the Variable: AssignVariableOp -> Assign, AssignAdd... ->
   AssignAdd, AssignSub... -> AssignSub (TF1 ref Assign/AssignAdd/AssignSub alike).
-- ReadVariableOp, Identity, StopGradient and Snapshot become Identity (a snapshot); NoOp disappears and its control
+- ReadVariableOp, Identity, StopGradient, PreventGradient and Snapshot become Identity (a snapshot); NoOp disappears and its control
   edges pass through.
 """
 
@@ -71,7 +71,7 @@ def multi_input_names(sig: op_spec.MultiOpSignature, n: int) -> list[str]:
     return [name for i in sig.inputs for name in ([i.name] * n if i.many else [i.name])]
 
 
-IDENTITIES = ("Identity", "ReadVariableOp", "StopGradient", "Snapshot")
+IDENTITIES = ("Identity", "ReadVariableOp", "StopGradient", "PreventGradient", "Snapshot")
 # Writes of a variable (its handle the first input), onto the GE op writing the Variable in place; the scatters are
 # Keras's sparse optimizer updates (IndexedSlices gradients of an Embedding).
 ASSIGNS = {"AssignVariableOp": "Assign", "AssignAddVariableOp": "AssignAdd", "AssignSubVariableOp": "AssignSub",

@@ -9,6 +9,7 @@ from graph_ir.opset import (
            checks,
            control,
            conv,
+           ctc,
            depthwise,
            empty,
            fft,
@@ -30,6 +31,6 @@ from graph_ir.opset import (
            valued,
 )
 
-__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "depthwise", "empty", "fft", "image", "linalg", "logic",
+__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "ctc", "depthwise", "empty", "fft", "image", "linalg", "logic",
            "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist",
            "trig", "valued"]

@@ -16,6 +16,7 @@ from graph_ir.lowering.ops import (
     checks,
     control,
     conv,
+    ctc,
     depthwise,
     fft,
     image,
@@ -45,7 +46,7 @@ LOWERINGS.update({**slicing.LOWERINGS, **resize.LOWERINGS})
 LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,
                   **bucketize.LOWERINGS, **trig.LOWERINGS, **fft.LOWERINGS,
-                  **image.LOWERINGS})
+                  **image.LOWERINGS, **ctc.LOWERINGS})
 LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS, **valued.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist_grads.zeros_like(LOWERINGS["ZerosLike"])
