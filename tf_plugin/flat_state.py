@@ -56,6 +56,14 @@ def _value(variable: Any) -> Any:
     return variable.value if isinstance(variable, keras.Variable) else variable
 
 
+def _distributed(optimizer: Any) -> bool:
+    """Whether the update must go through a tf.distribute strategy: one is entered now, or the optimizer was made
+    under one (its variables are mirrored even when apply_gradients runs outside strategy.scope(), as in
+    tf.function(lambda x, y: model.train_step((x, y))): Keras's own update then uses the optimizer's strategy)."""
+    made_under = getattr(optimizer, "_distribution_strategy", None)
+    return tf.distribute.has_strategy() or (made_under is not None and made_under is not tf.distribute.get_strategy())
+
+
 def dense_gradient(gradient: Any) -> tf.Tensor:
     return tf.convert_to_tensor(gradient) if isinstance(gradient, tf.IndexedSlices) else gradient
 
@@ -109,7 +117,7 @@ class FlatStateMixin:
             flat.assign(tf.concat(parts, 0))
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if not self.flat_state or tf.distribute.has_strategy():
+        if not self.flat_state or _distributed(self):
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
         # No strategy: the base class's all-reduce would add an Identity per gradient and change nothing.
         variables = [_value(v) for v in trainable_variables]

@@ -162,10 +162,12 @@ def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls:
                              f"it passes {len(params)} inputs")
         return params[index].renamed(data.output_descs[0].name)  # a list's handle keeps what it holds
 
-    # A value known here is known in a branch, as the lowering had it (a shape passed into it); not in a loop, whose
-    # state changes.
-    values = [] if node.type in control.WHILE_OPS else \
-        [known_value(h) for h in inputs[control.data_offset(node.type):] if h is not None]
+    # A value known here is known in a branch, as the lowering had it (a shape passed into it), and in a loop if no
+    # iteration changes it.
+    values = [known_value(h) for h in inputs[control.data_offset(node.type):] if h is not None]
+    if node.type in control.WHILE_OPS:  # only what no iteration changes
+        body = control.passed_through(node.subgraph_graphs[1])
+        values = [v if body.get(i) == i else None for i, v in enumerate(values)]
     subgraphs = [_instance(g, param_desc, probe, values) for g in node.subgraph_graphs]
     given = None
     results = [[h.desc.shape for h in g.nodes[NET_OUTPUT].inputs] for g in subgraphs if NET_OUTPUT in g.nodes]

@@ -23,19 +23,22 @@ inputs did (the accumulators' element shapes are known only from what the body p
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
 from graph_ir.dynamic.probe import valued_size
+from graph_ir.executors.folding import known_value
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.ir.nodes import Handle, TensorDesc
 from graph_ir.lowering.capture import parse_tensor
-from graph_ir.lowering.functions import Param, function_of, lower_function
+from graph_ir.lowering.functions import Param, function_of, loop_invariants, lower_function
 from graph_ir.lowering.ops.tensorlist import ListInfo, info, merge
 from graph_ir.lowering.table import IDENTITIES
+from graph_ir.opset.control import passed_through
 
 IF_OPS = ("If", "StatelessIf")
 CASE_OPS = ("Case", "StatelessCase")
@@ -126,7 +129,7 @@ def lower_if_or_case(ctx, node, handles: list[Handle]):
             ctx.tensor_lists[ge.output(k)] = _join(infos, f"TF {node.op} {node.name!r}")
     if node.op in ("If", "Case") and _stateful(graphs):
         ctx.stateful.append(ge)
-    passed = _passed_through(ge, [results for _, results, _ in lowered])
+    passed = _passed_through(ge, graphs)
     if not passed:
         return ge
     # An output every branch passes through unchanged is that input (an IndexedSlices' dense_shape through Keras's
@@ -134,19 +137,11 @@ def lower_if_or_case(ctx, node, handles: list[Handle]):
     return [ge.inputs[1 + passed[k]] if k in passed else ge.output(k) for k in range(len(ge.output_descs))]
 
 
-def _passed_through(ge, results: list[list[Handle]]) -> dict[int, int]:
-    """{output k: Data index i} where every branch returns its input i unchanged (through Identity) at output k."""
-    passed: dict[int, int] = {}
-    for k, desc in enumerate(ge.output_descs):
-        indices = set()
-        for branch in results:
-            h = branch[k]
-            while h.node.type == "Identity":
-                h = h.node.inputs[0]
-            indices.add(h.node.attrs["index"] if h.node.type == "Data" else None)
-        if len(indices) == 1 and None not in indices and desc.dtype.name != "variant":
-            passed[k] = indices.pop()
-    return passed
+def _passed_through(ge, graphs: list[Graph]) -> dict[int, int]:
+    """{output k: Data index i} where every branch returns its input i unchanged at output k (not a list)."""
+    each = [passed_through(g) for g in graphs]
+    return {k: each[0][k] for k in each[0] if all(p.get(k) == each[0][k] for p in each)
+            and ge.output_descs[k].dtype.name != "variant"}
 
 
 def _valued_results(ctx, results: list[list[Handle]]) -> list[TensorDesc] | None:
@@ -202,6 +197,10 @@ def lower_while(ctx, node, handles: list[Handle]):
     params = _params(ctx, node, tf_inputs, handles, _types(node, "T"))
     where = f"TF {node.op} {node.name!r}"
     cond_name, body_name = node.attr["cond"].func.name, node.attr["body"].func.name
+    # What no iteration changes and is known when lowering stays known in the loop (a Fill sized by it: tf.scan's).
+    unchanged = loop_invariants(function_of(ctx, node, "body", body_name))
+    params = [dataclasses.replace(p, invariant=True) if k in unchanged and p.handle is not None and
+              known_value(p.handle) is not None else p for k, p in enumerate(params)]
     for _ in range(MAX_BODY_PASSES):
         cond, cond_results, _ = lower_function(ctx, node, "cond", cond_name, params, "cond")
         body, body_results, body_sub = lower_function(ctx, node, "body", body_name, params, "body")

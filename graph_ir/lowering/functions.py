@@ -31,6 +31,7 @@ class Param:
     handle: Handle | None = None
     variable: tuple[str, np.ndarray, Any] | None = None
     list_info: ListInfo = UNKNOWN
+    invariant: bool = False  # a loop variable no iteration changes: its known value stays known in the loop
 
 
 class FunctionLowerer(Lowerer):
@@ -79,10 +80,24 @@ class FunctionLowerer(Lowerer):
                                    output_descs=[desc.renamed("y")])
         if desc.dtype.name == "variant":
             self.tensor_lists[data.output(0)] = param.list_info
-        known = known_value(param.handle) if self.passes_known else None
+        known = known_value(param.handle) if self.passes_known or param.invariant else None
         if known is not None:  # a shape passed into a branch (an IndexedSlices' dense_shape): still a static shape
             data.known_values = [known]
         return data
+
+
+def loop_invariants(fdef) -> set[int]:
+    """The positions at which a While body (FunctionDef) returns its argument unchanged (through Identity)."""
+    args = [a.name for a in fdef.signature.input_arg]
+    nodes = {n.name: n for n in fdef.node_def}
+    unchanged = set()
+    for k, out in enumerate(fdef.signature.output_arg):
+        name = fdef.ret[out.name].split(":")[0]
+        while name in nodes and nodes[name].op == "Identity" and nodes[name].input:
+            name = nodes[name].input[0].split(":")[0]
+        if k < len(args) and name == args[k]:
+            unchanged.add(k)
+    return unchanged
 
 
 def function_of(ctx, node, attr: str, name: str):

@@ -169,3 +169,16 @@ def _valued_branches(op: IrOp, node: str, results: list[list[TensorDesc]], given
                 raise GraphError(f"{op.type} {node!r}: output_desc[{j}] says {desc.dtype}{list(desc.shape)}, but "
                                  f"every branch returns {sizes.pop()} in dim {k}")
     return True
+
+
+def passed_through(graph: Any) -> dict[int, int]:
+    """{result k: Data index i} where subgraph `graph` returns its input i unchanged (through Identity) as result k: a
+    branch passing a value on, or a loop variable that no iteration changes (whose known value stays known)."""
+    net = graph.nodes.get("NetOutput")
+    out: dict[int, int] = {}
+    for k, h in enumerate(net.inputs if net is not None else ()):
+        while h is not None and h.node.type == "Identity":
+            h = h.node.inputs[0]
+        if h is not None and h.node.type == "Data":
+            out[k] = h.node.attrs["index"]
+    return out

@@ -111,25 +111,26 @@ class PartedGraph:
         self.plans: list[OrderedDict[tuple, tuple]] = [OrderedDict() for _ in self.parts]
         self.branches: dict[str, PartedGraph] = {}
 
-    def _part_plan(self, k: int, values: dict[Key, np.ndarray], known: dict[Key, np.ndarray]) \
-            -> tuple[Plan, list[Key], dict[Key, np.ndarray]]:
-        """Part k's plan at the sizes `values` have reached, with the values in `known` folded in; also the outputs
-        that fold into Consts there (known to the parts after it)."""
+    def _part_plan(self, k: int, values: dict[Key, np.ndarray], known: dict[Key, np.ndarray],
+                   lists: dict[Key, Any]) -> tuple[Plan, list[Key], dict[Key, np.ndarray], dict[Key, Any]]:
+        """Part k's plan at the sizes `values` have reached, with the values in `known` folded in and the list
+        handles holding what `lists` says; also its outputs that fold into Consts there, and what its list outputs
+        hold (known to the parts after it)."""
         externals: dict[Key, TensorDesc] = {}
         sources: dict[str, Node] = {}
         aliases: dict[Key, str] = {}
         for key, node in self.takes[k].items():
             source = _state_source(node, key[1])
             if source is None:
-                value = values[key]
-                externals[key] = TensorDesc("y", node.output_descs[key[1]].dtype, tuple(value.shape))
+                desc = node.output_descs[key[1]]  # a list's desc: what it holds at this run's sizes
+                externals[key] = TensorDesc("y", desc.dtype, tuple(np.shape(values[key])), lists.get(key))
                 continue
             sources[source.name] = source
             if source is not node:
                 aliases[key] = source.name
         fed = list(externals)
         held = {key: known[key] for key in fed if key in known}
-        signature = (tuple(externals[key].shape for key in fed),
+        signature = (tuple((externals[key].shape, repr(externals[key].list_meta)) for key in fed),
                      tuple((key, v.dtype.str, v.shape, v.tobytes()) for key, v in held.items()))
         cache = self.plans[k]
         found = cache.get(signature)
@@ -138,33 +139,36 @@ class PartedGraph:
             return found
         part = instantiate_part(self.graph, list(sources.values()), self.parts[k], externals, aliases,
                                 self.outputs[k], held)
-        folded = {key: h.node.attrs["value"] for key, h in zip(self.outputs[k], part.nodes[NET_OUTPUT].inputs)
-                  if h.node.type == "Const"}
-        made = (plan(part, self.max_run_bytes), fed, folded)
+        results = list(zip(self.outputs[k], part.nodes[NET_OUTPUT].inputs))
+        folded = {key: h.node.attrs["value"] for key, h in results if h.node.type == "Const"}
+        made = (plan(part, self.max_run_bytes), fed, folded, {key: h.desc.list_meta for key, h in results
+                                                              if h.desc.list_meta is not None})
         cache[signature] = made
         while len(cache) > self.max_plans:
             cache.popitem(last=False)
         return made
 
     def run(self, session: Any, feeds: dict[str, np.ndarray], wrap: Callable | None,
-            known: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+            known: dict[str, np.ndarray] | None = None, list_metas: dict[str, Any] | None = None) -> list[np.ndarray]:
         """Runs the graph on `feeds` (Data node name -> its array; `known`: those that are the same small value at
         every run, a shape passed into a branch); returns the NetOutput values (not copied)."""
         values: dict[Key, np.ndarray] = {(name, 0): array for name, array in feeds.items()}
         held: dict[Key, np.ndarray] = {(name, 0): value for name, value in (known or {}).items()}
+        lists: dict[Key, Any] = {(name, 0): meta for name, meta in (list_metas or {}).items()}
         for k, decider in enumerate(self.deciders):
             if self.parts[k]:
-                planned, fed, folded = self._part_plan(k, values, held)
+                planned, fed, folded, metas = self._part_plan(k, values, held, lists)
                 held.update(folded)
+                lists.update(metas)
                 if wrap is not None:
                     planned = _wrapped(planned, wrap)
-                part_feeds = {part_input_name(key): np.array(values[key], copy=True) for key in fed}
+                part_feeds = {part_input_name(key): _copy(values[key]) for key in fed}
                 results = session._run(planned, part_feeds)
                 values.update(zip(self.outputs[k], results))
                 self.largest_peak = max(self.largest_peak, planned.peak_bytes)
             if decider is not None:
                 args = [None if h is None else self._value(session, values, h.node, h.index) for h in decider.inputs]
-                results = self._decide(session, decider, args, held, wrap)
+                results = self._decide(session, decider, args, (held, lists), wrap)
                 values.update(((decider.name, j), r) for j, r in enumerate(results))
         net = self.graph.nodes.get(NET_OUTPUT)
         return [] if net is None else [self._value(session, values, h.node, h.index) for h in net.inputs]
@@ -175,7 +179,7 @@ class PartedGraph:
             return values[(node.name, index)]
         return session._variables[source.name] if source.type == "Variable" else source.attrs["value"]
 
-    def _decide(self, session: Any, node: Node, args: list[Any], held: dict[Key, np.ndarray],
+    def _decide(self, session: Any, node: Node, args: list[Any], facts: tuple[dict[Key, Any], dict[Key, Any]],
                 wrap: Callable | None) -> list[np.ndarray]:
         if node.op.outputs_from == "valued":
             return EXECUTORS[node.type](node, args)
@@ -190,16 +194,25 @@ class PartedGraph:
         inner = self.branches.get(branch.name)
         if inner is None:
             inner = self.branches[branch.name] = PartedGraph(branch, self.max_run_bytes, self.max_plans)
-        data, known = {}, {}
+        held, lists = facts
+        data, known, metas = {}, {}, {}
         for n in (n for n in branch.nodes.values() if n.type == "Data"):
             index, h = n.attrs["index"], handles[n.attrs["index"]]
-            data[n.name] = np.array(params[index], copy=True)
+            data[n.name] = _copy(params[index])
             source = _state_source(h.node, h.index)
             value = source.attrs["value"] if source is not None and source.type == "Const" else \
                 held.get((h.node.name, h.index))
             if value is not None:  # a shape passed into the branch stays known there, as the lowering had it
                 known[n.name] = value
-        return [np.array(r, copy=True) for r in inner.run(session, data, wrap, known)]
+            if (h.node.name, h.index) in lists:
+                metas[n.name] = lists[(h.node.name, h.index)]
+        return [_copy(r) for r in inner.run(session, data, wrap, known, metas)]
+
+
+def _copy(value: Any) -> Any:
+    """A value crossing into the next part: an array is copied (a later in-place write must not change it); a list
+    handle is passed on, as the Session passes lists between nodes (graph_ir/executors/list_store.py)."""
+    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
 
 
 def _wrapped(planned: Plan, wrap: Callable) -> Plan:

@@ -244,22 +244,6 @@ def test_sparse_ctc_training_steps_as_tf(blank, tmp_path):
         np.testing.assert_array_equal(old, new, err_msg=name)
 
 
-def test_ctc_batch_cost_lacks_only_where():
-    """keras.backend.ctc_batch_cost (keras.src.legacy.backend) makes its sparse labels with tf.compat.v1.boolean_mask:
-    TF's Where, whose output shape depends on the data, is all that does not lower (nothing once it does)."""
-    from keras.src.legacy import backend
-
-    model = keras.Sequential([keras.Input((TIME, FEATURES)), layers.Dense(CLASSES, activation="softmax")])
-
-    @tf.function
-    def loss(x, labels, label_length):
-        return tf.reduce_mean(backend.ctc_batch_cost(labels, model(x), tf.fill([BATCH, 1], TIME), label_length))
-
-    specs = [tf.TensorSpec((BATCH, TIME, FEATURES)), tf.TensorSpec((BATCH, 4), tf.int32),
-             tf.TensorSpec((BATCH, 1), tf.int32)]
-    assert set(graph_ir.missing_ops(loss, *specs)) <= {"Where"}
-
-
 @pytest.mark.parametrize("loss_fn", ["tf.nn.ctc_loss", "keras.ops.ctc_loss"])
 def test_dense_ctc_training_steps_as_tf(loss_fn, tmp_path):
     """The dense CTC of tf.nn.ctc_loss and keras.ops.ctc_loss: TF's forward-backward in While loops (tf.scan's

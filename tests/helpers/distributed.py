@@ -81,12 +81,33 @@ def _fit(strategy, name: str) -> list[np.ndarray]:
     return model.get_weights()
 
 
+def _outside_scope(strategy, name: str) -> list[np.ndarray]:
+    """STEPS steps of tf.function(lambda x, y: model.train_step((x, y))) called outside strategy.scope() (the model
+    and optimizer made inside it): every replica's copy of every weight, replica after replica."""
+    import keras
+    import tensorflow as tf
+
+    from tests.helpers.models import small_model
+
+    x, y = _data()
+    with strategy.scope():
+        model = small_model()
+        model.compile(optimizer=_optimizer(name), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.optimizer.build(model.trainable_variables)
+    step = tf.function(lambda xb, yb: model.train_step((xb, yb)))
+    for k in range(STEPS):
+        step(x[k * GLOBAL_BATCH:(k + 1) * GLOBAL_BATCH], y[k * GLOBAL_BATCH:(k + 1) * GLOBAL_BATCH])
+    copies = [getattr(v.value, "values", (v.value,)) for v in model.trainable_variables]
+    return [c.numpy() for r in range(len(copies[0])) for c in (each[r] for each in copies)]
+
+
 def _save(out: str, tag: str, weights: list[np.ndarray]) -> None:
     np.savez(os.path.join(out, f"{tag}.npz"), *weights)
 
 
 def mirrored(out: str) -> None:
-    """MirroredStrategy over 2 logical CPUs against one device: fit and a custom loop."""
+    """MirroredStrategy over 2 logical CPUs against one device: fit, a custom loop, and Keras's train_step called
+    outside strategy.scope()."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -100,6 +121,8 @@ def mirrored(out: str) -> None:
         _save(out, f"fit-mirrored-{name}", _fit(two, name))
         _save(out, f"loop-single-{name}", _custom_loop(one, name))
         _save(out, f"loop-mirrored-{name}", _custom_loop(two, name))
+        _save(out, f"outside-single-{name}", _outside_scope(one, name))
+        _save(out, f"outside-mirrored-{name}", _outside_scope(two, name))
 
 
 def worker(index: int, ports: list[str], out: str) -> None:

@@ -40,10 +40,19 @@ def _assert_same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 
 
 def test_mirrored_strategy_equals_one_device(tmp_path):
+    """fit, a custom loop, and apply_gradients outside strategy.scope() (tf.function(lambda x, y:
+    model.train_step((x, y)))), which updates every replica's copy of a mirrored weight as Keras's Adam does (it used
+    to move replica 0's copy only): each copy equals the one-device weights, and the copies are equal."""
     _run("mirrored", str(tmp_path))
     for name in OPTIMIZERS:
         _assert_same(_weights(tmp_path, f"fit-single-{name}"), _weights(tmp_path, f"fit-mirrored-{name}"))
         _assert_same(_weights(tmp_path, f"loop-single-{name}"), _weights(tmp_path, f"loop-mirrored-{name}"))
+        single, copies = _weights(tmp_path, f"outside-single-{name}"), _weights(tmp_path, f"outside-mirrored-{name}")
+        assert len(copies) == 2 * len(single)
+        first, second = copies[:len(single)], copies[len(single):]
+        _assert_same(single, first)
+        for a, b in zip(first, second):
+            np.testing.assert_array_equal(b, a, err_msg=f"{name}: replica 1's copy differs from replica 0's")
 
 
 def test_multi_worker_mirrored_strategy_with_two_processes(tmp_path):
