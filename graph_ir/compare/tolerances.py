@@ -12,7 +12,7 @@ import numpy as np
 ROUNDING = 2e-6  # Eigen's approximations of exp, tanh, erf..., pooling sums in another order
 PRODUCT = 1e-5  # matrix products, convolutions and float sums: BLAS's summation order against Eigen's
 ROUNDING_OPS = frozenset({
-    "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atan2", "Atanh", "AvgPool", "AvgPoolGrad", "Cos", "Cosh", "Elu",
+    "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atan2", "Atanh", "AvgPool", "AvgPoolGrad", "CTCLoss", "Cos", "Cosh", "Elu",
     "Erf", "Erfc", "Exp", "Expm1", "FFT", "FFT2D", "IFFT", "IFFT2D", "IRFFT", "Inv", "RFFT", "Log", "Log1p", "LogSoftmax", "MaxPoolGrad", "Pow", "Reciprocal", "Rsqrt",
     "Selu", "Sigmoid", "SigmoidGrad", "Sin", "Sinh", "Softmax", "SoftmaxCrossEntropyWithLogits", "Softplus",
     "SoftplusGrad", "SparseSoftmaxCrossEntropyWithLogits", "SqrtGrad", "StatelessRandomNormalV2",

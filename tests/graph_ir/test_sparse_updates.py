@@ -24,6 +24,7 @@ from tests.helpers import train_steps
 from tests.helpers.lowering import session_values
 from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
+TESTED = ("Where", "ScatterNd")  # tests/graph_ir/test_family_ops.py PER_OP_TESTS (ScatterNd on bool here)
 FLOAT32_TOLERANCE = 1e-5
 VOCAB, DIM, BATCH, TOKENS = 23, 7, 5, 6
 
@@ -55,6 +56,19 @@ def test_where_and_boolean_mask_match_tf_at_every_count(shape):
         np.testing.assert_array_equal(got[0], want[0])  # the kept elements and the coordinates: exact
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_allclose(got[2], want[2], rtol=1e-6)  # a float32 sum, in another order than Eigen's
+
+
+def test_scatter_nd_on_bool_is_tf_logical_or_of_repeated_indices():
+    fn = tf.function(lambda indices, updates: tf.scatter_nd(indices, updates, [7, 2]))
+    specs = [tf.TensorSpec((5, 1), tf.int32), tf.TensorSpec((5, 2), tf.bool)]
+    session = graph_ir.Session()
+    session.add_graph(0, graph_ir.from_tensorflow(fn, *specs))
+    rng = np.random.default_rng(6)
+    for _ in range(4):
+        indices = rng.integers(0, 7, (5, 1)).astype(np.int32)
+        indices[1] = indices[0]  # a repeat
+        updates = rng.integers(0, 2, (5, 2)).astype(bool)
+        np.testing.assert_array_equal(session.run_graph(0, [indices, updates])[0], fn(indices, updates).numpy())
 
 
 def test_resource_scatters_match_tf_with_repeated_indices():
