@@ -1,9 +1,7 @@
 """The lowerer: walks a TF GraphDef from what must run (the outputs and every stateful op) and adds the GE nodes.
-
 Every stateful TF op it reaches is lowered (a GE Assign / AssignAdd / AssignSub or optimizer op on the Variable) or
 raises a LoweringError that names it; nothing is dropped. Control edges are kept (NoOps pass theirs through), so
-reads happen before the writes they precede in TensorFlow.
-"""
+reads happen before the writes they precede in TensorFlow."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@
   the same tensor (or views of one buffer) are returned as one array (or views of one copy).
 - A graph with dims known only at run time (-1 in its Data descs, graph_ir/dynamic) is planned at each call's input
   shapes, and the plans are kept by shapes (graph_ir/runtime/shape_plans.py); what follows holds for each such plan.
+  A graph with sizes known only from values (a Where's count) runs part by part around such nodes, each part planned
+  at the sizes the run has reached (graph_ir/runtime/segments.py).
 - Memory stays in proportion to the graph: add_graph plans the largest memory a run holds (fed copies, snapshots,
   new arrays, returned copies, and at each node its executor's working memory: graph_ir.executors.WORKSPACE) and
   refuses a graph above the session's bound (max_run_bytes, by default 256 MiB plus 4 times the graph's own data:
