@@ -141,8 +141,10 @@ class PartedGraph:
                                 self.outputs[k], held)
         results = list(zip(self.outputs[k], part.nodes[NET_OUTPUT].inputs))
         folded = {key: h.node.attrs["value"] for key, h in results if h.node.type == "Const"}
+        # Values from earlier parts are this run's own copies: copied again only for a part that writes one in place.
+        writes = any(n.inputs[i].node.type == "Data" for n in part.nodes.values() for i in n.op.refs.values())
         made = (plan(part, self.max_run_bytes), fed, folded, {key: h.desc.list_meta for key, h in results
-                                                              if h.desc.list_meta is not None})
+                                                              if h.desc.list_meta is not None}, writes)
         cache[signature] = made
         while len(cache) > self.max_plans:
             cache.popitem(last=False)
@@ -157,12 +159,12 @@ class PartedGraph:
         lists: dict[Key, Any] = {(name, 0): meta for name, meta in (list_metas or {}).items()}
         for k, decider in enumerate(self.deciders):
             if self.parts[k]:
-                planned, fed, folded, metas = self._part_plan(k, values, held, lists)
+                planned, fed, folded, metas, writes = self._part_plan(k, values, held, lists)
                 held.update(folded)
                 lists.update(metas)
                 if wrap is not None:
                     planned = _wrapped(planned, wrap)
-                part_feeds = {part_input_name(key): _copy(values[key]) for key in fed}
+                part_feeds = {part_input_name(key): _copy(values[key]) if writes else values[key] for key in fed}
                 results = session._run(planned, part_feeds)
                 values.update(zip(self.outputs[k], results))
                 self.largest_peak = max(self.largest_peak, planned.peak_bytes)
@@ -171,13 +173,17 @@ class PartedGraph:
                 results = self._decide(session, decider, args, (held, lists), wrap)
                 values.update(((decider.name, j), r) for j, r in enumerate(results))
         net = self.graph.nodes.get(NET_OUTPUT)
-        return [] if net is None else [self._value(session, values, h.node, h.index) for h in net.inputs]
+        return [] if net is None else [self._value(session, values, h.node, h.index, copy=True) for h in net.inputs]
 
-    def _value(self, session: Any, values: dict[Key, np.ndarray], node: Node, index: int) -> np.ndarray:
+    def _value(self, session: Any, values: dict[Key, np.ndarray], node: Node, index: int,
+               copy: bool = False) -> np.ndarray:
+        """The run's value of output `index` of `node`; a Variable's own buffer, or a copy of it."""
         source = _state_source(node, index)
         if source is None:
             return values[(node.name, index)]
-        return session._variables[source.name] if source.type == "Variable" else source.attrs["value"]
+        if source.type == "Variable":
+            return _copy(session._variables[source.name]) if copy else session._variables[source.name]
+        return source.attrs["value"]
 
     def _decide(self, session: Any, node: Node, args: list[Any], facts: tuple[dict[Key, Any], dict[Key, Any]],
                 wrap: Callable | None) -> list[np.ndarray]:
@@ -198,15 +204,15 @@ class PartedGraph:
         data, known, metas = {}, {}, {}
         for n in (n for n in branch.nodes.values() if n.type == "Data"):
             index, h = n.attrs["index"], handles[n.attrs["index"]]
-            data[n.name] = _copy(params[index])
             source = _state_source(h.node, h.index)
+            data[n.name] = _copy(params[index]) if source is not None and source.type == "Variable" else params[index]
             value = source.attrs["value"] if source is not None and source.type == "Const" else \
                 held.get((h.node.name, h.index))
             if value is not None:  # a shape passed into the branch stays known there, as the lowering had it
                 known[n.name] = value
             if (h.node.name, h.index) in lists:
                 metas[n.name] = lists[(h.node.name, h.index)]
-        return [_copy(r) for r in inner.run(session, data, wrap, known, metas)]
+        return inner.run(session, data, wrap, known, metas)
 
 
 def _copy(value: Any) -> Any:
