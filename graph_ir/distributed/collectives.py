@@ -74,8 +74,11 @@ def _my_block(group: Group, x: np.ndarray, reduction: str, what: str) -> tuple[n
 
     n = group.size
     block = -(-x.size // n)
-    flat = np.zeros(block * n, x.dtype)
-    flat[:x.size] = x.reshape(-1)
+    if x.size == block * n:
+        flat = np.ascontiguousarray(x).reshape(-1)  # equal blocks already: sent as it is
+    else:
+        flat = np.zeros(block * n, x.dtype)
+        flat[:x.size] = x.reshape(-1)
     gathered = np.empty((n, block), x.dtype)
     bounded(group, group.comm.Ialltoall([_bytes(flat), MPI.BYTE], [_bytes(gathered), MPI.BYTE]), what)
     return _reduce_blocks(gathered, x.dtype, reduction), block
