@@ -156,5 +156,14 @@ def broadcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return outputs
 
 
+def _float_workspace(node: Node) -> int:
+    """A float reduction's blocks from every rank (x's bytes, padded), beside its input and output."""
+    x = node.inputs[0].desc
+    return 2 * x.nbytes if x.dtype.name.startswith("float") else 0
+
+
+# Working memory beyond inputs and outputs (graph_ir/executors WORKSPACE): HcomReduce's root gathers N copies of x,
+# N unknown when the graph is planned; it is not listed.
+WORKSPACE = {"HcomAllReduce": _float_workspace, "HcomReduceScatter": _float_workspace}
 EXECUTORS = {"HcomAllReduce": all_reduce, "HcomReduceScatter": reduce_scatter, "HcomReduce": reduce,
              "HcomAllGather": all_gather, "HcomBroadcast": broadcast}
