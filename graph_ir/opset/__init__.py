@@ -13,6 +13,7 @@ from graph_ir.opset import (
            depthwise,
            empty,
            fft,
+           hcom,
            image,
            linalg,
            logic,
@@ -31,6 +32,6 @@ from graph_ir.opset import (
            valued,
 )
 
-__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "ctc", "depthwise", "empty", "fft", "image", "linalg", "logic",
+__all__ = ["activation", "array", "bucketize", "checks", "control", "conv", "ctc", "depthwise", "empty", "fft", "hcom", "image", "linalg", "logic",
            "math", "matrix", "nn", "norm", "random", "resize", "scatter", "segment", "slicing", "splitting", "tensorlist",
            "trig", "valued"]

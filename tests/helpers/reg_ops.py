@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The declarations the project checks against, kept in the repository with their source (the file's header).
 REG_OPS_FILE = REPO_ROOT / "third_party" / "cann" / "ge_reg_ops.txt"
 
-_GRAPH_IR_NAMES = {"DT_FLOAT": "float32", "DT_FLOAT32": "float32", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16", "DT_DOUBLE": "float64",
+_GRAPH_IR_NAMES = {"DT_FLOAT": "float32", "DT_FLOAT32": "float32", "DT_FLOAT64": "float64", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16", "DT_DOUBLE": "float64",
                    "DT_INT8": "int8", "DT_INT16": "int16", "DT_INT32": "int32", "DT_INT64": "int64",
                    "DT_UINT8": "uint8", "DT_UINT16": "uint16", "DT_UINT32": "uint32", "DT_UINT64": "uint64",
                    "DT_BOOL": "bool", "DT_VARIANT": "variant", "DT_COMPLEX64": "complex64"}
