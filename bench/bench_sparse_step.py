@@ -59,7 +59,8 @@ def run(names: list[str], vocab: int, repeats: int) -> list[dict]:
         session = graph_ir.Session()
         session.add_graph(0, graph_ir.from_tensorflow(step, *specs))
         session.run_graph(0, [x, y])
-        times = settled_ms({"session": lambda: session.run_graph(0, [x, y]), "tf": lambda: step(x, y)}, repeats)
+        times = settled_ms({"session": lambda s=session: s.run_graph(0, [x, y]), "tf": lambda f=step: f(x, y)},
+                           repeats)
         entry = session._plans[0]
         parts = sum(1 for p in entry.parts if p) if isinstance(entry, PartedGraph) else 1
         ratio = float(np.median(times["session"] / times["tf"]))
