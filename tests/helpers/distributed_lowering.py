@@ -1,0 +1,138 @@
+"""Custom-loop steps under MirroredStrategy on N logical CPUs, lowered with graph_ir.from_distributed, in a process of
+their own (logical devices must be set before TensorFlow starts), for tests/graph_ir/test_distributed_lowering.py.
+
+    python -m tests.helpers.distributed_lowering N OUT_DIR OPTIMIZER...
+
+For each optimizer it writes OUT_DIR/<optimizer>.json: the rank graphs' op types, Hcom attrs, Variable names,
+missing_ops, whether the ranks' structures agree and their .air files load; and the largest differences between K
+steps of TF's own MirroredStrategy run and the rank graphs run in one process by the test-only stand-in for HCCL
+(tests/helpers/hcom_standin.py): each rank's loss, every variable, and between the ranks' variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+STEPS, PER_REPLICA = 3, 4
+
+
+def _optimizer(name: str):
+    import keras
+
+    from tf_plugin.optimizers import FusedEmaAdam, PowerSign
+
+    return {"sgd": lambda: keras.optimizers.SGD(0.1, momentum=0.9), "adam": lambda: keras.optimizers.Adam(0.01),
+            "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
+            "powersign": lambda: PowerSign(0.01)}[name]()
+
+
+def _scale_diff(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b))))) if a.size else 0.0
+
+
+def run(n: int, out: str, name: str) -> dict:
+    import keras
+    import tensorflow as tf
+
+    import graph_ir
+    from graph_ir.lowering.distributed import structure
+    from tests.helpers.hcom_standin import StandInGroup
+    from tests.helpers.models import classification_data, small_model
+
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
+    x, y = classification_data(3, n=n * PER_REPLICA * STEPS)
+    with strategy.scope():
+        model = small_model()
+        optimizer = _optimizer(name)
+        optimizer.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    global_batch = n * PER_REPLICA
+
+    @tf.function
+    def step(xb, yb):
+        def replica_fn(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True)) / global_batch
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return strategy.reduce("SUM", strategy.run(replica_fn, args=(xb, yb)), axis=None)
+
+    def batch(k: int, r: int):
+        first = (k * n + r) * PER_REPLICA
+        return x[first:first + PER_REPLICA], y[first:first + PER_REPLICA].astype(np.int64)
+
+    def distributed(k: int):
+        def of(context):
+            xb, yb = batch(k, context.replica_id_in_sync_group)
+            return tf.constant(xb), tf.constant(yb)
+
+        return tuple(strategy.experimental_distribute_values_from_function(of))  # (PerReplica x, PerReplica y)
+
+    first = distributed(0)
+    graphs = graph_ir.from_distributed(step, *first, strategy=strategy)
+    report: dict = {"ranks": len(graphs)}
+    report["types"] = [sorted({node.type for node in g.nodes.values()}) for g in graphs]
+    report["hcom"] = [[(node.type, {k: v for k, v in node.attrs.items()}) for node in g.nodes.values()
+                       if node.type.startswith("Hcom")] for g in graphs]
+    report["variables"] = [sorted(node.name for node in g.nodes_of_type("Variable")) for g in graphs]
+    report["same_structure"] = all(structure(g) == structure(graphs[0]) for g in graphs)
+    report["missing_ops"] = dict(graph_ir.missing_ops(step, *first))
+    loaded = []
+    for r, g in enumerate(graphs):
+        path = os.path.join(out, f"{name}_rank{r}.air")
+        g.save(path)
+        loaded.append(graph_ir.load(path))
+    report["loaded_same"] = all(structure(a) == structure(b) for a, b in zip(graphs, loaded))
+
+    # TF's own run, then the rank graphs (from the values they captured before it).
+    tf_losses = [float(step(*distributed(k))) for k in range(STEPS)]
+    group = StandInGroup(n)
+    sessions = [graph_ir.Session() for _ in loaded]
+    with group.installed():
+        for session, g in zip(sessions, loaded):
+            session.add_graph(0, g)
+        ge_losses = [[float(np.asarray(o[0]).reshape(())) for o in
+                      group.run(sessions, [batch(k, r) for r in range(n)])] for k in range(STEPS)]
+    report["loss_diff"] = max(abs(a - b) / max(1.0, abs(b)) for k in range(STEPS)
+                              for a, b in zip(ge_losses[k], [tf_losses[k]] * n))
+    names = report["variables"][0]
+    values = [s.get_variables(names) for s in sessions]
+    tf_vars = {graphs[0].variable_name(v): v for v in [*model.variables, *optimizer.variables]
+               if _named(graphs[0], v)}
+    report["compared"] = sorted(tf_vars)
+    report["variable_diff"] = max(_scale_diff(values[r][names.index(k)], v.value.values[r].numpy()
+                                              if hasattr(v.value, "values") else np.asarray(v))
+                                  for r in range(n) for k, v in tf_vars.items())
+    report["ranks_bitwise_equal"] = all(np.array_equal(a, b) for vs in values[1:] for a, b in zip(vs, values[0]))
+    return report
+
+
+def _named(graph, variable) -> bool:
+    try:
+        graph.variable_name(variable)
+    except KeyError:
+        return False
+    return True
+
+
+def main(n: int, out: str, names: list[str]) -> None:
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    import tf_plugin  # noqa: F401
+
+    for name in names:
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
+            json.dump(run(n, out, name), f, default=str)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2], sys.argv[3:])
