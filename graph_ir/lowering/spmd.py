@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.capture import ge_name, parse_tensor, variable_key
+from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.ops.hcom import COLLECTIVES, GATHERS, REDUCES, ROOT_ATTR, SENDS, SPMD_ATTR
 from graph_ir.lowering.trace import Step
 
@@ -89,6 +90,11 @@ class _Split:
         self.alias: dict[str, str] = {}  # component placeholder -> the placeholder standing for its variable
         self.variables = self._variables()
         self.replica = {name: self._replica_of(node) for name, node in self.nodes.items()}
+        self.writers: dict[str, list[str]] = {}  # variable placeholder (merged) -> the nodes writing it
+        for node in self.nodes.values():
+            for t in Lowerer._writes(node):
+                source = parse_tensor(t)[0]
+                self.writers.setdefault(self.alias.get(source, source), []).append(node.name)
         self.readers: dict[str, set[int | None]] = {}
         self.sources: set[str] = set()  # tensors other replicas read: broadcast from their replica
         for node in self.nodes.values():
@@ -160,7 +166,9 @@ class _Split:
         owners = [self._value_replica(t) for t in step.outputs]
         per_replica = any(o not in (None, 0) for o in owners)  # replica 0's device is the host's too (CPU:0)
         outputs = [t for t, o in zip(step.outputs, owners) if not per_replica or o in (None, self.k)]
-        must_run = [n for n in step.must_run if not self._foreign(n)]
+        # A read that nothing reads changes nothing (TF runs it as a stateful op): kept only where a node needs it, so
+        # that the ranks' graphs agree (a host read of replica 0's copy would be on one rank only).
+        must_run = [n for n in step.must_run if not self._foreign(n) and self.nodes[n].op != "ReadVariableOp"]
         kept: dict[str, Any] = {}
         stack = [self.alias.get(parse_tensor(t)[0], parse_tensor(t)[0]) for t in outputs] + must_run
         while stack:
@@ -221,12 +229,33 @@ class _Split:
                 new.attr[ROOT_ATTR].i = root
         inputs = [self._aliased(t) for t in new.input
                   if not (t.startswith("^") and self._foreign(parse_tensor(t)[0]))]
+        inputs += [t for t in self._reads_before(node) if t not in inputs]
         if self.replica[node.name] is not None:
             inputs = [self._broadcast(t, extra) if not t.startswith("^") and
                       (t if ":" in t else f"{t}:0") in self.sources else t for t in inputs]
         del new.input[:]
         new.input.extend(inputs)
         return [new, *extra]
+
+    def _reads_before(self, node) -> list[str]:
+        """Control inputs for a write of a merged variable on this rank: the reads that another replica's write of
+        its copy waits for (in this rank's counterpart, or the read itself where it is made once: a host read of
+        replica 0's copy), so that on this rank too they read the value before the write."""
+        if self.replica[node.name] != self.k:
+            return []
+        out = []
+        for t in Lowerer._writes(node):
+            source = parse_tensor(t)[0]
+            for writer in self.writers.get(self.alias.get(source, source), []):
+                owner = self.replica[writer]
+                if owner is None or owner == self.k:
+                    continue
+                for c in self.nodes[writer].input:
+                    read = parse_tensor(c)[0]
+                    if c.startswith("^") and self.nodes[read].op == "ReadVariableOp":
+                        out.append("^" + self._counterpart(read, self.replica[read] if self.replica[read] is not None
+                                                           else owner))
+        return out
 
     def _broadcast(self, tensor: str, extra: list[Any]) -> str:
         """A value one replica computes for all (a MirroredVariable's ONLY_FIRST_REPLICA update, values.py): on

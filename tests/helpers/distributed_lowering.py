@@ -103,23 +103,34 @@ def run(n: int, out: str, name: str) -> dict:
     report["loss_diff"] = max(abs(a - b) / max(1.0, abs(b)) for k in range(STEPS)
                               for a, b in zip(ge_losses[k], [tf_losses[k]] * n))
     names = report["variables"][0]
-    values = [s.get_variables(names) for s in sessions]
-    tf_vars = {graphs[0].variable_name(v): v for v in [*model.variables, *optimizer.variables]
-               if _named(graphs[0], v)}
-    report["compared"] = sorted(tf_vars)
-    report["variable_diff"] = max(_scale_diff(values[r][names.index(k)], v.value.values[r].numpy()
-                                              if hasattr(v.value, "values") else np.asarray(v))
-                                  for r in range(n) for k, v in tf_vars.items())
-    report["ranks_bitwise_equal"] = all(np.array_equal(a, b) for vs in values[1:] for a, b in zip(vs, values[0]))
+    values = [dict(zip(names, s.get_variables(names))) for s in sessions]
+    expected = _tf_values(graphs[0], [*model.variables, *optimizer.variables], n)  # {GE name: [per replica]}
+    report["compared"] = sorted(expected)
+    report["variable_diff"] = max(_scale_diff(values[r][k], want[r]) for k, want in expected.items() for r in range(n))
+    report["ranks_bitwise_equal"] = all(np.array_equal(values[r][k], values[0][k]) for k in names for r in range(n))
     return report
 
 
-def _named(graph, variable) -> bool:
-    try:
-        graph.variable_name(variable)
-    except KeyError:
-        return False
-    return True
+def _tf_values(graph, variables, n: int) -> dict[str, list[np.ndarray]]:
+    """Each TF variable's value on every replica, by the GE Variable that holds it: the variable's own, or the parts
+    of a flat optimizer state (FusedEmaAdam's and PowerSign's m, v, s: Graph.flat_state_parts)."""
+    out = {}
+    for v in variables:
+        copies = [c.numpy() for c in v.value.values] if hasattr(getattr(v, "value", None), "values") else \
+            [np.asarray(v)] * n
+        try:
+            out[graph.variable_name(v)] = copies
+            continue
+        except KeyError:
+            pass
+        try:
+            parts = graph.flat_state_parts(v)
+        except KeyError:
+            continue
+        for name, start, shape in parts:
+            size = int(np.prod(shape))
+            out[name] = [c.reshape(-1)[start:start + size].reshape(shape) for c in copies]
+    return out
 
 
 def main(n: int, out: str, names: list[str]) -> None:
