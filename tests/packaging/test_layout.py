@@ -20,9 +20,10 @@ GRAPH_IR_LAYERS = [
     ["graph_ir.ir.output_rules", "graph_ir.ir.pruning"], ["graph_ir.opset"],
     ["graph_ir.proto", "graph_ir.files.serialize", "graph_ir.files.onnx_dump"],
     ["graph_ir.ir.graph", "graph_ir.ir.nesting"], ["graph_ir.ir.builders"], ["graph_ir.ops"],
-    ["graph_ir.runtime.aliasing", "graph_ir._binding"], ["graph_ir.kernels"], ["graph_ir.executors"],
+    ["graph_ir.runtime.aliasing", "graph_ir._binding"], ["graph_ir.kernels"], ["graph_ir.distributed"],
+    ["graph_ir.executors"],
     ["graph_ir.dynamic"], ["graph_ir.files.load", "graph_ir.files.load_subgraphs"], ["graph_ir.files.read"],
-    ["graph_ir.runtime.snapshots", "graph_ir.runtime.planner"], ["graph_ir.runtime.shape_plans"],
+    ["graph_ir.runtime.snapshots", "graph_ir.runtime.planner"], ["graph_ir.runtime.shape_plans", "graph_ir.runtime.segments"],
     ["graph_ir.runtime.session"], ["graph_ir.lowering", "graph_ir.compare"], ["graph_ir"],
 ]
 MAX_LINES = 300

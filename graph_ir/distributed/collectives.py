@@ -1,0 +1,157 @@
+"""The Hcom ops' executors (graph_ir/opset/hcom.py has their prototypes): `fn(node, args) -> outputs`, as every
+executor of graph_ir/executors, run through MPI's non-blocking collectives on the running session's group
+(graph_ir/distributed/runs.py) with bounded waits (graph_ir/distributed/waiting.py).
+
+How each reduces, so that every rank ends with the same bits, run after run:
+- Integers (int8, int16, int32): MPI_Iallreduce / MPI_Ireduce_scatter_block / MPI_Ireduce with MPI_SUM, MPI_PROD,
+  MPI_MAX, MPI_MIN. Integer sums and products wrap (two's complement) and are exact in any order.
+- Floats (float32, float16): as HCCL's ring does, in two steps where each element is reduced by one rank only:
+  MPI_Ialltoall hands rank r block r of every rank's buffer (padded to equal blocks), rank r reduces its blocks in
+  rank order (x_0 op x_1 op ... op x_{N-1}, left to right), and MPI_Iallgather gives every rank every reduced
+  block. float32 reduces in float32, so a sum is exactly float32's left-to-right sum of the ranks' values.
+  float16 (which MPI has no type for) reduces in float32 and rounds to float16 once at the end: HCCL's device adds in
+  float16 along its ring, an order this process cannot reproduce anyway; the wider sum is the more accurate one and
+  is the same on every rank. max and min propagate NaN (NumPy's maximum and minimum).
+- HcomAllGather, HcomBroadcast: bytes moved as they are (any dtype of the REG_OP): MPI_Iallgather, one MPI_Ibcast
+  of the list's tensors packed together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graph_ir.distributed.group import Group, HcomError
+from graph_ir.distributed.runs import current
+from graph_ir.distributed.waiting import bounded, check_aborts
+from graph_ir.ir.nodes import Node
+
+_NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _mpi_op(reduction: str):
+    from mpi4py import MPI
+
+    return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[reduction]
+
+
+def _what(node: Node) -> str:
+    return f"{node.type} {node.name!r}"
+
+
+def _start(node: Node) -> Group:
+    """The running session's group, after the checks every collective makes first."""
+    group = current(node)
+    check_aborts(group, _what(node))
+    for attr in ("rank_size",):
+        if attr in node.attrs and node.attrs[attr] != group.size:
+            raise HcomError(f"rank {group.rank}: {_what(node)}: attribute 'rank_size' is {node.attrs[attr]}, but "
+                            f"group {group.name!r} has {group.size} ranks")
+    if "root_rank" in node.attrs and not node.attrs["root_rank"] < group.size:
+        raise HcomError(f"rank {group.rank}: {_what(node)}: root_rank {node.attrs['root_rank']} is not a rank of "
+                        f"group {group.name!r} ({group.size} ranks)")
+    return group
+
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def _reduce_blocks(blocks: np.ndarray, dtype: np.dtype, reduction: str) -> np.ndarray:
+    """blocks[N, m] reduced over the ranks in rank order, left to right; float16 in float32, rounded once."""
+    wide = blocks.astype(np.float32) if dtype == np.float16 else blocks
+    out = wide[0].copy()
+    fn = _NUMPY_REDUCE[reduction]
+    with np.errstate(all="ignore"):
+        for row in wide[1:]:
+            fn(out, row, out=out)
+    return out.astype(dtype, copy=False)
+
+
+def _my_block(group: Group, x: np.ndarray, reduction: str, what: str) -> tuple[np.ndarray, int]:
+    """This rank's block of the rank-order float reduction of every rank's x (flat, padded to N equal blocks), and
+    the block length."""
+    from mpi4py import MPI
+
+    n = group.size
+    block = -(-x.size // n)
+    flat = np.zeros(block * n, x.dtype)
+    flat[:x.size] = x.reshape(-1)
+    gathered = np.empty((n, block), x.dtype)
+    bounded(group, group.comm.Ialltoall([_bytes(flat), MPI.BYTE], [_bytes(gathered), MPI.BYTE]), what)
+    return _reduce_blocks(gathered, x.dtype, reduction), block
+
+
+def all_reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """HcomAllReduce: the reduction of every rank's x, on every rank (see the module docstring)."""
+    from mpi4py import MPI
+
+    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
+    if x.dtype.kind != "f":
+        y = np.empty_like(x, order="C")
+        bounded(group, group.comm.Iallreduce(np.ascontiguousarray(x), y, op=_mpi_op(reduction)), what)
+        return [y]
+    mine, block = _my_block(group, x, reduction, what)
+    everything = np.empty(block * group.size, x.dtype)
+    bounded(group, group.comm.Iallgather([_bytes(mine), MPI.BYTE], [_bytes(everything), MPI.BYTE]), what)
+    return [everything[:x.size].reshape(x.shape)]
+
+
+def reduce_scatter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """HcomReduceScatter: block `rank` (along dim 0) of the reduction of every rank's x."""
+    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
+    shape = node.output_descs[0].shape
+    if x.dtype.kind != "f":
+        y = np.empty(shape, x.dtype)
+        bounded(group, group.comm.Ireduce_scatter_block(np.ascontiguousarray(x), y, op=_mpi_op(reduction)), what)
+        return [y]
+    mine, _ = _my_block(group, x, reduction, what)  # dim 0 divides by N: the blocks are the row blocks, unpadded
+    return [mine.reshape(shape)]
+
+
+def reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """HcomReduce: the reduction on rank root_rank; the other ranks' y is their own x."""
+    from mpi4py import MPI
+
+    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
+    root = node.attrs["root_rank"]
+    here = group.rank == root
+    x = np.ascontiguousarray(x)
+    if x.dtype.kind != "f":
+        y = np.empty_like(x) if here else None
+        bounded(group, group.comm.Ireduce(x, y, op=_mpi_op(reduction), root=root), what)
+        return [y if here else x.copy()]
+    gathered = np.empty((group.size, x.size), x.dtype) if here else None
+    bounded(group, group.comm.Igather([_bytes(x), MPI.BYTE], None if gathered is None else
+                                      [_bytes(gathered), MPI.BYTE], root=root), what)
+    return [_reduce_blocks(gathered, x.dtype, reduction).reshape(x.shape) if here else x.copy()]
+
+
+def all_gather(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """HcomAllGather: every rank's x, concatenated along dim 0 in rank order."""
+    from mpi4py import MPI
+
+    group, x = _start(node), args[0]
+    y = np.empty(node.output_descs[0].shape, x.dtype)
+    bounded(group, group.comm.Iallgather([_bytes(x), MPI.BYTE], [_bytes(y), MPI.BYTE]), _what(node))
+    return [y]
+
+
+def broadcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+    """HcomBroadcast: y_k = rank root_rank's x_k, every tensor of the list in one MPI_Ibcast."""
+    from mpi4py import MPI
+
+    group, root = _start(node), node.attrs["root_rank"]
+    sizes = [a.nbytes for a in args]
+    packed = np.concatenate([_bytes(a) for a in args]) if args else np.empty(0, np.uint8)
+    bounded(group, group.comm.Ibcast([packed, MPI.BYTE], root=root), _what(node))
+    outputs, offset = [], 0
+    for a, size in zip(args, sizes):
+        part = packed[offset:offset + size]
+        part = part if offset % a.dtype.itemsize == 0 else part.copy()  # aligned for the dtype
+        outputs.append(part.view(a.dtype).reshape(a.shape))
+        offset += size
+    return outputs
+
+
+EXECUTORS = {"HcomAllReduce": all_reduce, "HcomReduceScatter": reduce_scatter, "HcomReduce": reduce,
+             "HcomAllGather": all_gather, "HcomBroadcast": broadcast}

@@ -1,0 +1,185 @@
+"""The world group, how a graph_ir.Session's graphs join it, and how its runs reach it.
+
+world() is every process `mpiexec -n N` started (MPI.COMM_WORLD), as HCCL's "hccl_world_group" is every rank of the
+job. The group works on its own duplicate of that communicator, so a program's own MPI messages never meet the
+session's.
+
+Joining (Session.add_graph of a graph holding Hcom nodes): every rank adds its graph; each checks its Hcom nodes
+against the group (`group` its name, `rank_size` its size, `root_rank` one of its ranks), then the ranks exchange the
+graph's Hcom sequence, the signature HCCL relies on (every rank issues the same collectives in the same order): per
+Hcom node, in run order (the root graph's topological order, then its subgraphs'), its type, its attributes
+(group, reduction, root_rank, rank_size, fusion, fusion_id) and its inputs' dtypes and shapes. Ranks whose
+sequences differ are refused, on every rank, with a GraphError naming the first differing node and which ranks hold
+which version, before the graph is planned or any Variable created. Ranks running different graphs are the
+hang HCCL's users meet (a graph recompiled on some ranks only); here it is an error at add_graph.
+
+Running: the session runs each graph inside running(group, digest); the Hcom executors ask current(node) for the
+group. At the first Hcom node of each run the ranks compare the digest of the graph they are running (one small
+collective per run), so that ranks running different graphs at the same time fail there, naming the ranks, instead
+of exchanging mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+from collections.abc import Iterator
+
+import numpy as np
+
+from graph_ir.distributed.group import Group, HcomError, check_timeout
+from graph_ir.distributed.waiting import bounded
+from graph_ir.ir.errors import GraphError
+from graph_ir.ir.graph import Graph
+from graph_ir.ir.nodes import Node
+from graph_ir.opset.hcom import HCOM_OPS
+
+_DIGEST = 32  # bytes of a sha256 digest
+_SIGNED = ("group", "reduction", "root_rank", "rank_size", "fusion", "fusion_id")
+_NO_GROUP = ("this Session has no group: make it with graph_ir.Session(group=graph_ir.distributed.world()) and "
+             "start one process per rank with mpiexec (docs/distributed.md)")
+
+
+def hcom_nodes(graph: Graph) -> list[Node]:
+    """The graph's Hcom nodes in run order: the root graph's topological order, then each subgraph's."""
+    graphs = [graph, *sorted(graph.subgraphs.values(), key=lambda g: g.name)]
+    return [n for g in graphs for n in g.topological_order() if n.type in HCOM_OPS]
+
+
+def signature(node: Node) -> dict:
+    """What every rank's node at this place of the sequence must agree on (its name is reported, not compared)."""
+    return {"type": node.type, **{a: node.attrs[a] for a in _SIGNED if a in node.attrs},
+            "inputs": [f"{h.dtype.name}{list(h.shape)}" for h in node.inputs if h is not None]}
+
+
+def _describe(node: str, entry: dict | None) -> str:
+    if entry is None:
+        return "no Hcom node (its sequence is shorter)"
+    attrs = ", ".join(f"{k}={v!r}" for k, v in entry.items() if k not in ("type", "inputs"))
+    return f"{entry['type']} {node!r} ({attrs}; inputs {', '.join(entry['inputs'])})"
+
+
+def allgather_bytes(group: Group, data: bytes, what: str) -> list[bytes]:
+    """Every rank's `data`, in rank order (two bounded collectives: the lengths, then the bytes)."""
+    from mpi4py import MPI
+
+    lengths = np.empty(group.size, np.int64)
+    bounded(group, group.comm.Iallgather([np.array([len(data)], np.int64), MPI.INT64_T], [lengths, MPI.INT64_T]), what)
+    everything = np.empty(int(lengths.sum()), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    sent = np.frombuffer(data, np.uint8) if data else np.empty(0, np.uint8)
+    bounded(group, group.comm.Iallgatherv([sent, MPI.BYTE], [everything, (lengths, offsets), MPI.BYTE]), what)
+    return [everything[o:o + n].tobytes() for o, n in zip(offsets, lengths)]
+
+
+def join(group: Group | None, graph: Graph) -> bytes | None:
+    """Checks `graph`'s Hcom nodes against `group` and the other ranks' graphs (see the module docstring); returns
+    the digest of its Hcom sequence (None for a graph without Hcom nodes, which needs no group)."""
+    nodes = hcom_nodes(graph)
+    if not nodes:
+        return None
+    if group is None:
+        raise GraphError(f"{_describe_node(nodes[0])}: {_NO_GROUP}")
+    for node in nodes:
+        where = f"rank {group.rank}: graph {graph.name!r}: {_describe_node(node)}"
+        if node.attrs["group"] != group.name:
+            raise GraphError(f"{where}: attribute 'group' is {node.attrs['group']!r}; this session's group is "
+                             f"{group.name!r} (graph_ir runs the world group only)")
+        if "rank_size" in node.attrs and node.attrs["rank_size"] != group.size:
+            raise GraphError(f"{where}: attribute 'rank_size' is {node.attrs['rank_size']}, but group "
+                             f"{group.name!r} has {group.size} ranks")
+        if "root_rank" in node.attrs and node.attrs["root_rank"] >= group.size:
+            raise GraphError(f"{where}: root_rank {node.attrs['root_rank']} is not a rank of group {group.name!r} "
+                             f"({group.size} ranks)")
+    mine = [[n.name, signature(n)] for n in nodes]
+    text = json.dumps(mine, sort_keys=True).encode()
+    theirs = [json.loads(t) for t in allgather_bytes(group, text, f"graph {graph.name!r} joining group "
+                                                                  f"{group.name!r} (add_graph)")]
+    if any(t != theirs[0] for t in theirs):
+        raise GraphError(_mismatch(graph, theirs))
+    return hashlib.sha256(text).digest()
+
+
+def _describe_node(node: Node) -> str:
+    return f"{node.type} {node.name!r}"
+
+
+def _mismatch(graph: Graph, sequences: list[list]) -> str:
+    """The first place where the ranks' Hcom sequences differ, and which ranks hold which version of it."""
+    k = next(k for k in range(max(map(len, sequences)))
+             if len({json.dumps(s[k][1] if k < len(s) else None, sort_keys=True) for s in sequences}) > 1)
+    versions: dict[str, list[int]] = {}
+    for rank, s in enumerate(sequences):
+        name, entry = s[k] if k < len(s) else ("", None)
+        versions.setdefault(_describe(name, entry), []).append(rank)
+    listed = "; ".join(f"ranks {ranks} have {text}" for text, ranks in versions.items())
+    return (f"graph {graph.name!r}: the ranks' Hcom sequences differ at Hcom node #{k + 1} of the sequence: {listed}. "
+            "Every rank must run the same collectives in the same order; the graph was not added on any rank")
+
+
+class _Run:
+    """The group and the running graph's digest, for the run in progress."""
+
+    def __init__(self, group: Group | None, digest: bytes | None):
+        self.group, self.digest, self.checked = group, digest, False
+
+
+_RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("graph_ir_hcom_run", default=None)
+
+
+@contextlib.contextmanager
+def running(group: Group | None, digest: bytes | None) -> Iterator[None]:
+    """The Hcom executors of the run inside see `group` (None: they refuse); `digest` is join()'s."""
+    token = _RUN.set(_Run(group, digest))
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+def current(node: Node) -> Group:
+    """The running session's group, for `node`; at the run's first Hcom node the ranks check they run one graph."""
+    run = _RUN.get()
+    if run is None or run.group is None:
+        raise GraphError(f"{_describe_node(node)}: {_NO_GROUP}")
+    group = run.group
+    if not run.checked:
+        run.checked = True
+        from mpi4py import MPI
+
+        mine = np.frombuffer(run.digest or bytes(_DIGEST), np.uint8)
+        digests = np.empty((group.size, _DIGEST), np.uint8)
+        bounded(group, group.comm.Iallgather([mine, MPI.BYTE], [digests, MPI.BYTE]),
+                f"{_describe_node(node)} (checking that every rank runs this graph)")
+        differ = [r for r in range(group.size) if not np.array_equal(digests[r], mine)]
+        if differ:
+            raise HcomError(f"rank {group.rank}: {_describe_node(node)}: ranks {differ} run a graph with another Hcom "
+                            "sequence in this run; every rank must run the same graph at the same time")
+    return group
+
+
+_WORLD: list[Group] = []
+
+
+def world(timeout: float | None = None) -> Group:
+    """The group of every process of the MPI job (mpiexec -n N: N ranks; a plain `python`: one rank), named
+    "hccl_world_group". Made once per process, on a duplicate of MPI.COMM_WORLD; `timeout` (seconds, default
+    GRAPH_IR_HCOM_TIMEOUT or 120) bounds every wait, making the duplicate included. A later call with a timeout sets
+    the group's timeout."""
+    if _WORLD:
+        if timeout is not None:
+            _WORLD[0].timeout = check_timeout(timeout)
+        return _WORLD[0]
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise ImportError("graph_ir.distributed needs mpi4py and an MPI runtime: pip install mpi4py mpich "
+                          f"({e})") from None
+    base = Group(MPI.COMM_WORLD, timeout=timeout)
+    comm, request = MPI.COMM_WORLD.Idup()
+    bounded(base, request, "joining the world group (MPI_Comm_idup)")
+    group = Group(comm, timeout=base.timeout)
+    _WORLD.append(group)
+    return group
