@@ -24,8 +24,9 @@ def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_
       strategy: the strategy `fn` runs under; by default the one of the first distributed variable the step captures.
       freeze_learning_rate: as for graph_ir.from_tensorflow.
     Returns:
-      [graph of rank first_rank + k for each local replica k]: the same GE graph structure on every rank, with the
-      same Variable names; TF's collectives became Hcom ops of HCCL's world group.
+      [graph of rank first_rank + k for each local replica k]: the same GE graph on every rank (node names and
+      all; a replica's own constants may hold other values); TF's collectives became Hcom ops of HCCL's world
+      group. Save each as the rank's .air (graph.save(f"rank{r}.air")).
     Raises:
       LoweringError: naming what cannot be lowered, or the rank whose graph differs from rank 0's.
     """
@@ -35,7 +36,23 @@ def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_
         parts = rank_steps(step, replicas)
     graphs = [lower_step(part, freeze_learning_rate) for part in parts]
     check_spmd(graphs, replicas)
+    for graph in graphs[1:]:
+        _named_like(graph, graphs[0])
     return graphs
+
+
+def _named_like(graph: Graph, reference: Graph) -> None:
+    """Gives each node of `graph` the name of the node at its place in `reference` (the same structure: check_spmd):
+    every rank's graph is then the same graph, node names and all (SPMD), as the ranks' Hcom nodes must be named
+    alike for a group to pair them; only the values of Consts (a replica's own constants) may differ."""
+    renamed = {}
+    for node, like in zip(list(graph.nodes.values()), reference.nodes.values(), strict=True):
+        node.name = like.name
+        renamed[like.name] = node
+        for sub, sub_like in zip(node.subgraph_graphs, like.subgraph_graphs, strict=True):
+            _named_like(sub, sub_like)
+    graph.nodes = renamed
+    graph._next_suffix = dict(reference._next_suffix)
 
 
 def _strategy_of(step) -> Any:
