@@ -9,6 +9,7 @@ from typing import Any
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.lowering.entry import lower_step
+from graph_ir.lowering.ops.hcom import UNIFORM_SUFFIX
 from graph_ir.lowering.spmd import Replicas, container, rank_steps, replicas_of
 from graph_ir.lowering.trace import lowering_errors, prepare
 
@@ -71,6 +72,8 @@ def structure(graph: Graph) -> list[tuple]:
     out = []
     for node in graph.nodes.values():
         attrs = {k: v for k, v in node.attrs.items() if k not in ("value",) and not hasattr(v, "shape")}
+        if node.name.endswith(UNIFORM_SUFFIX):  # a gather folded on the premise that every rank gathers this value
+            attrs["value"] = node.attrs["value"].tolist()
         if node.type == "Variable":
             attrs["name"] = node.name
         inputs = [(order.get(id(h.node)), h.index) if h is not None else None for h in node.inputs]

@@ -31,11 +31,10 @@ import tensorflow as tf
 from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.capture import ge_name, parse_tensor, variable_key
 from graph_ir.lowering.lowerer import Lowerer
-from graph_ir.lowering.ops.hcom import COLLECTIVES, GATHERS, REDUCES, ROOT_ATTR, SENDS, SPMD_ATTR
+from graph_ir.lowering.ops.hcom import COLLECTIVES, ROOT_ATTR, SENDS, SPMD_ATTR
+from graph_ir.lowering.spmd_functions import strip, strip_functions
 from graph_ir.lowering.trace import Step
 
-_KEPT_INPUTS = {**{op: 2 for op in (*REDUCES, *GATHERS)}, "CollectiveBcastSend": 1, "CollectiveBcastSendV2": 2,
-                "CollectiveBcastRecv": 0}  # CollectiveBcastRecvV2: group_size and shape (inputs 0 and 3)
 _PASS = ("Identity",)
 
 
@@ -206,7 +205,6 @@ class _Split:
         new.CopyFrom(node)
         extra = []
         summed = self._cross_replica_sum(node)
-        data = [t for t in node.input if not t.startswith("^")]
         controls = [t for t in node.input if t.startswith("^")]
         if summed is not None:
             mine = summed[[self._value_replica(t) for t in summed].index(self.k)]
@@ -220,10 +218,7 @@ class _Split:
             new.input.extend([mine, size.name, *controls])
             extra.append(size)
         elif node.op in COLLECTIVES:
-            keep = [data[0], data[3]] if node.op == "CollectiveBcastRecvV2" else data[:_KEPT_INPUTS[node.op]]
-            del new.input[:]
-            new.input.extend([*keep, *controls])
-            new.attr[SPMD_ATTR].i = self.replicas.world
+            strip(new, self.replicas.world)
             root = self.replicas.first_rank + self.k if node.op in SENDS else self._sender(node)
             if root is not None:
                 new.attr[ROOT_ATTR].i = root
@@ -306,4 +301,8 @@ class _Split:
 
 def rank_steps(step: Step, replicas: Replicas) -> list[Step]:
     """Each local replica's part of `step`, in replica order."""
+    graph_def = type(step.graph_def)()
+    graph_def.CopyFrom(step.graph_def)
+    strip_functions(graph_def, replicas.world)  # the collectives of If/Case branches (graph_ir/lowering/spmd_functions)
+    step = replace(step, graph_def=graph_def)
     return [_Split(step, replicas, k).run() for k in range(len(replicas.devices))]

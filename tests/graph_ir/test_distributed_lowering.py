@@ -20,6 +20,8 @@ from tests.helpers.mpi import run_ranks
 
 TIMEOUT = 600
 OPTIMIZERS = ("sgd", "adam", "fused_ema_adam", "powersign")
+# An Embedding's sparse gradients: gathered across replicas (CollectiveGatherV2 in tf.cond branches -> HcomAllGather)
+SPARSE = ("embedding_sgd", "embedding_adam")
 
 
 def _run(n: int, folder, names) -> dict[str, dict]:
@@ -74,12 +76,21 @@ def _check(report: dict, ranks: int) -> None:
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory) -> dict[str, dict]:
-    return _run(2, tmp_path_factory.mktemp("two"), OPTIMIZERS)
+    return _run(2, tmp_path_factory.mktemp("two"), (*OPTIMIZERS, *SPARSE))
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_two_replicas(two_replicas, name):
     _check(two_replicas[name], 2)
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_sparse_gradients_are_gathered(two_replicas, name):
+    report = two_replicas[name]
+    _check(report, 2)
+    gathers = [attrs for op, attrs in report["hcom"][0] if op == "HcomAllGather"]
+    assert gathers and all(a["rank_size"] == 2 and a["group"] == "hccl_world_group" for a in gathers)
+    assert "If" in report["types"][0]  # TF's all-gather of IndexedSlices branches on the replicas' row counts
 
 
 def test_four_replicas(tmp_path):

@@ -28,7 +28,19 @@ def _optimizer(name: str):
 
     return {"sgd": lambda: keras.optimizers.SGD(0.1, momentum=0.9), "adam": lambda: keras.optimizers.Adam(0.01),
             "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
-            "powersign": lambda: PowerSign(0.01)}[name]()
+            "powersign": lambda: PowerSign(0.01)}[name.removeprefix("embedding_")]()
+
+
+def _model_and_data(name: str, rows: int):
+    """small_model on classification_data; for "embedding_<optimizer>", an Embedding (sparse gradients: gathered
+    across replicas, CollectiveGatherV2) and a Dense layer on token ids."""
+    from tests.helpers.models import classification_data, seeded_embedding_model, small_model
+
+    x, y = classification_data(3, n=rows)
+    if not name.startswith("embedding_"):
+        return small_model(), x, y
+    tokens = np.random.default_rng(5).integers(0, 20, (rows, 6)).astype(np.int32)
+    return seeded_embedding_model(with_input=True), tokens, y
 
 
 def _scale_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -36,18 +48,16 @@ def _scale_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b))))) if a.size else 0.0
 
 
-def run(n: int, out: str, name: str) -> dict:
+def run(strategy, out: str, name: str) -> dict:
     import keras
     import tensorflow as tf
 
     import graph_ir
     from graph_ir.lowering.distributed import structure
-    from tests.helpers.models import classification_data, small_model
 
-    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
-    x, y = classification_data(3, n=n * PER_REPLICA * STEPS)
+    n = strategy.num_replicas_in_sync
     with strategy.scope():
-        model = small_model()
+        model, x, y = _model_and_data(name, n * PER_REPLICA * STEPS)
         optimizer = _optimizer(name)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
@@ -78,9 +88,10 @@ def run(n: int, out: str, name: str) -> dict:
     first = distributed(0)
     graphs = graph_ir.from_distributed(step, *first, strategy=strategy)
     report: dict = {"ranks": len(graphs)}
-    report["types"] = [sorted({node.type for node in g.nodes.values()}) for g in graphs]
-    report["hcom"] = [[(node.type, {k: v for k, v in node.attrs.items()}) for node in g.nodes.values()
-                       if node.type.startswith("Hcom")] for g in graphs]
+    everywhere = [[n for sub in (g, *g.subgraphs.values()) for n in sub.nodes.values()] for g in graphs]
+    report["types"] = [sorted({node.type for node in nodes}) for nodes in everywhere]  # subgraphs' too
+    report["hcom"] = [[(node.type, dict(node.attrs)) for node in nodes if node.type.startswith("Hcom")]
+                      for nodes in everywhere]
     report["variables"] = [sorted(node.name for node in g.nodes_of_type("Variable")) for g in graphs]
     report["same_structure"] = all(structure(g) == structure(graphs[0]) for g in graphs)
     report["missing_ops"] = dict(graph_ir.missing_ops(step, *first))
@@ -131,9 +142,12 @@ def main(n: int, out: str, names: list[str]) -> None:
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
     import tf_plugin  # noqa: F401
 
+    # One strategy for every case: TF's collective instance keys are the strategy's, and two strategies of one
+    # process hand out the same keys (their collectives then meet each other's).
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
     for name in names:
         with open(os.path.join(out, f"{name}.json"), "w") as f:
-            json.dump(run(n, out, name), f, default=str)
+            json.dump(run(strategy, out, name), f, default=str)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from graph_ir.ir.errors import LoweringError
-from graph_ir.lowering.ops.common import first, maps_to, tf_attr
+from graph_ir.lowering.ops.common import maps_to, tf_attr
 from graph_ir.opset.hcom import WORLD_GROUP
 
 SPMD_ATTR = "_graph_ir_ranks"  # set by graph_ir/lowering/spmd.py: how many ranks run the graph
@@ -35,6 +35,12 @@ COLLECTIVES = (*REDUCES, *GATHERS, *SENDS, *RECVS)
 # TF collectives graph_ir does not map (refused by name; tensorflow/core/ops/collective_ops.cc).
 UNMAPPED = ("CollectiveReduce", "CollectiveGather", "CollectiveReduceScatterV2", "CollectiveAllToAllV2",
             "CollectiveAllToAllV3", "CollectiveReduceV3", "NcclAllReduce")
+
+
+def _hcom(ctx, ge_type: str, inputs, attrs: dict, suffix: str = ""):
+    """An Hcom node for the TF node being lowered, never folded into Consts (ctx.add folds a node of known inputs;
+    an Hcom node's value is the other ranks' too)."""
+    return ctx.graph.add_node(ge_type, inputs, attrs, name=ctx._name(suffix), control_inputs=ctx.current_controls)
 
 
 def _ranks(node) -> int:
@@ -68,20 +74,27 @@ def _reduce(ctx, node, inputs):
     if merge not in REDUCTIONS or final not in ("Id", "Div"):
         raise LoweringError(f"TF {node.op} {node.name!r}: merge_op {merge!r} / final_op {final!r} (collective_ops.cc "
                             "allows Min, Max, Mul, Add and Id, Div)")
-    reduced = ctx.add("HcomAllReduce", [inputs[0]], {"reduction": REDUCTIONS[merge], "group": WORLD_GROUP,
+    reduced = _hcom(ctx, "HcomAllReduce", [inputs[0]], {"reduction": REDUCTIONS[merge], "group": WORLD_GROUP,
                                                       "fusion": 1, "fusion_id": -1},
                       suffix="hcom" if final == "Div" else "")
     if final == "Id":
         return reduced
     x = inputs[0]
     count = ctx.const(np.asarray(size, dtype=x.dtype.numpy), suffix="group_size_value")
-    return ctx.add("RealDiv" if x.dtype.name.startswith("float") else "Div", [first(reduced), count])
+    return ctx.add("RealDiv" if x.dtype.name.startswith("float") else "Div", [reduced.output(0), count])
+
+
+UNIFORM_SUFFIX = "gathered_uniform"  # a gather of a value known when lowering (graph_ir/lowering/distributed.py)
 
 
 @maps_to("HcomAllGather")
 def _gather(ctx, node, inputs):
     size = _group_size(ctx, node, inputs[1])
-    return ctx.add("HcomAllGather", [inputs[0]], {"rank_size": size, "group": WORLD_GROUP, "fusion": 0,
+    known = ctx.value(inputs[0])
+    if known is not None:  # a shape (tf.distribute gathers the replicas' row counts): the same on every rank, which
+        # from_distributed checks (the Const is named *UNIFORM_SUFFIX, its value compared across the ranks' graphs)
+        return [ctx.const(np.concatenate([np.asarray(known)] * size, axis=0), suffix=UNIFORM_SUFFIX)]
+    return _hcom(ctx, "HcomAllGather", [inputs[0]], {"rank_size": size, "group": WORLD_GROUP, "fusion": 0,
                                                   "fusion_id": -1})
 
 
@@ -96,7 +109,7 @@ def _root(node) -> int:
 @maps_to("HcomBroadcast")
 def _send(ctx, node, inputs):
     _ranks(node)
-    return ctx.add("HcomBroadcast", [inputs[0]], {"root_rank": _root(node), "group": WORLD_GROUP, "fusion": 0,
+    return _hcom(ctx, "HcomBroadcast", [inputs[0]], {"root_rank": _root(node), "group": WORLD_GROUP, "fusion": 0,
                                                   "fusion_id": -1})
 
 
@@ -110,7 +123,7 @@ def _recv(ctx, node, inputs):
         raise LoweringError(f"TF {node.op} {node.name!r}: the broadcast tensor's shape is computed in the step; GE "
                             "needs it when the graph is built")
     zeros = ctx.const(np.zeros([int(d) for d in np.asarray(shape).reshape(-1)], dtype=dtype.numpy), suffix="zeros")
-    return ctx.add("HcomBroadcast", [zeros], {"root_rank": _root(node), "group": WORLD_GROUP, "fusion": 0,
+    return _hcom(ctx, "HcomBroadcast", [zeros], {"root_rank": _root(node), "group": WORLD_GROUP, "fusion": 0,
                                               "fusion_id": -1})
 
 
