@@ -10,8 +10,10 @@ from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.lowering.entry import lower_step
 from graph_ir.lowering.ops.hcom import UNIFORM_SUFFIX
-from graph_ir.lowering.spmd import Replicas, container, rank_steps, replicas_of
+from graph_ir.lowering.replicas import Replicas, container, replicas_of
+from graph_ir.lowering.spmd import rank_steps
 from graph_ir.lowering.trace import lowering_errors, prepare
+from graph_ir.lowering.uniform import check_uniform_branches
 
 
 def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_rate: bool = True) -> list[Graph]:
@@ -39,6 +41,7 @@ def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_
     check_spmd(graphs, replicas)
     for graph in graphs[1:]:
         _named_like(graph, graphs[0])
+    check_uniform_branches(graphs)
     return graphs
 
 
@@ -51,9 +54,11 @@ def _named_like(graph: Graph, reference: Graph) -> None:
         node.name = like.name
         renamed[like.name] = node
         for sub, sub_like in zip(node.subgraph_graphs, like.subgraph_graphs, strict=True):
+            sub.name = sub_like.name
             _named_like(sub, sub_like)
     graph.nodes = renamed
     graph._next_suffix = dict(reference._next_suffix)
+    graph.subgraphs = dict(zip(reference.subgraphs, graph.subgraphs.values(), strict=True))
 
 
 def _strategy_of(step) -> Any:

@@ -22,7 +22,7 @@ ops.device). Rank k's part is what replica k's outputs and stateful ops need, da
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,52 +32,11 @@ from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.capture import ge_name, parse_tensor, variable_key
 from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.ops.hcom import COLLECTIVES, ROOT_ATTR, SENDS, SPMD_ATTR
-from graph_ir.lowering.spmd_functions import strip, strip_functions
+from graph_ir.lowering.replicas import Replicas, container
+from graph_ir.lowering.spmd_functions import function_devices, strip, strip_functions
 from graph_ir.lowering.trace import Step
 
 _PASS = ("Identity",)
-
-
-@dataclass(frozen=True)
-class Replicas:
-    """The strategy's local replicas: their devices in replica order, how many ranks there are in all (every
-    worker's replicas) and the rank of local replica 0."""
-
-    devices: tuple[tuple, ...]
-    world: int
-    first_rank: int
-
-    def of(self, device: str) -> int | None:
-        key = _device_key(device) if device else None
-        return self.devices.index(key) if key in self.devices else None
-
-
-def _device_key(device: str) -> tuple:
-    spec = tf.DeviceSpec.from_string(device)
-    return (spec.device_type.upper() if spec.device_type else "CPU", spec.device_index or 0, spec.task or 0)
-
-
-def replicas_of(strategy: Any) -> Replicas:
-    """The Replicas of a MirroredStrategy or MultiWorkerMirroredStrategy (its worker devices; the rank of this
-    worker's first replica from its place in the cluster, collective_all_reduce_strategy.py's _id_in_cluster)."""
-    extended = getattr(strategy, "extended", None)
-    devices = getattr(extended, "worker_devices", None)
-    if not devices:
-        raise LoweringError(f"strategy= must be a tf.distribute MirroredStrategy or MultiWorkerMirroredStrategy, got "
-                            f"{type(strategy).__name__}")
-    world = int(strategy.num_replicas_in_sync)
-    task = int(getattr(extended, "_id_in_cluster", None) or 0)
-    return Replicas(tuple(_device_key(d) for d in devices), world, task * len(devices))
-
-
-def container(var: Any) -> Any:
-    """The DistributedVariable (MirroredVariable, SyncOnReadVariable) a per-replica component belongs to, or None:
-    values.py's DistributedVariable.__init__ leaves a weakref to it on each component's handle."""
-    for owner in (getattr(var, "handle", None), var):
-        ref = getattr(owner, "_distributed_container", None)
-        if callable(ref):
-            return ref()
-    return None
 
 
 class _Split:
@@ -177,6 +136,7 @@ class _Split:
             for node in self._rewritten(self.nodes[name]):
                 kept[node.name] = node
                 stack.extend(parse_tensor(t)[0] for t in node.input if parse_tensor(t)[0] not in kept)
+        self._check_functions(kept.values())
         args = [a for a in step.args if a in kept]
         for arg in args:
             readers = self.readers.get(arg, set()) - {None}
@@ -191,6 +151,25 @@ class _Split:
         graph_def.node.extend(kept.values())  # the group sizes added for strategy.reduce's sums
         return replace(step, graph_def=graph_def, args=args, variables=self.variables,
                        outputs=[self._aliased(t) for t in outputs], must_run=must_run)
+
+    def _check_functions(self, nodes) -> None:
+        """Refuses a functional node whose functions hold the work of several replicas: a cross-replica tf.cond, which
+        no rank's part can hold (Keras's LossScaleOptimizer under MirroredStrategy, whose merge_call decides on
+        replica 0's finite check and applies every replica's update in one cond: keras/src/optimizers/
+        loss_scale_optimizer.py's _tf_apply)."""
+        library = {f.signature.name: f for f in self.step.graph_def.library.function}
+        for node in nodes:
+            devices = function_devices(node, library) if node.op in ("If", "StatelessIf", "Case", "StatelessCase",
+                                                                       "While", "StatelessWhile") else set()
+            owners = {self.replicas.of(d) for d in devices} - {None}
+            if len(owners) > 1:
+                raise LoweringError(
+                    f"cannot lower TF {node.op} {node.name!r} for data-parallel ranks: its functions run the work of "
+                    f"replicas {sorted(owners)} (a cross-replica tf.cond made in merge_call, as Keras's "
+                    "LossScaleOptimizer does under MirroredStrategy, deciding for every replica on replica 0's "
+                    "gradients), which no one rank's graph can hold; each rank must decide on its own, from "
+                    "all-reduced values (Ascend's NPULossScaleOptimizer(is_distributed=True) all-reduces its overflow "
+                    "flag)")
 
     def _aliased(self, tensor: str) -> str:
         name, index = parse_tensor(tensor)

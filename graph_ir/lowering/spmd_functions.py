@@ -80,6 +80,19 @@ def _prune(node, library: dict[str, Any], callers: Counter) -> bool:
     return True
 
 
+def function_devices(node, library: dict[str, Any], depth: int = 0) -> set[str]:
+    """The devices the nodes of a functional node's functions (and of theirs, nested) are placed on."""
+    names = _branches(node) + ([node.attr[a].func.name for a in ("cond", "body") if a in node.attr])
+    out = set()
+    for name in names:
+        for inner in library[name].node_def if name in library else ():
+            if inner.device:
+                out.add(inner.device)
+            if depth < 16:
+                out |= function_devices(inner, library, depth + 1)
+    return out
+
+
 def strip_functions(graph_def, ranks: int) -> None:
     """In place: the collectives of graph_def's functions stripped and marked, and the If/Case nodes (of the graph and
     of its functions) rid of the arguments that fed only what was stripped."""
