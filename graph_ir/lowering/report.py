@@ -136,7 +136,8 @@ def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: An
         reasons["Placeholder"] = "; ".join([*([reasons["Placeholder"]] if "Placeholder" in reasons else []),
                                             *step.refused.values()])
     if not found:
-        distributed = any(n.op in COLLECTIVES for n in step.graph_def.node)
+        distributed = any(n.op in COLLECTIVES for n in step.graph_def.node) or any(
+            n.op in COLLECTIVES for f in library.values() for n in f.node_def)
         try:
             if distributed:  # a tf.distribute step: it lowers one graph per rank (graph_ir/lowering/spmd.py)
                 from_distributed(fn, *args)
