@@ -4,8 +4,9 @@ graph_ir.from_tensorflow does, on first use.
 Packages, by layer (each imports only the ones above it; tests/packaging/test_layout.py holds the order):
   ir (the IR: dtypes, the op registry from op_spec and CANN's REG_OPs, nodes, the verifier, Graph, builders)
   -> opset (the GE op families' prototypes) -> files (.air and .pbtxt written, GE's ONNX-format dump) -> ops (one
-  builder per IR op) -> kernels (the C++ kernels on NumPy arrays) -> executors -> dynamic (graphs with dims known
-  only at run time) -> files.load, files.read -> runtime (the Session) -> lowering (TensorFlow -> GE IR), compare, cli.
+  builder per IR op) -> kernels (the C++ kernels on NumPy arrays) -> distributed (the Hcom ops over MPI) -> executors
+  -> dynamic (graphs with dims known only at run time) -> files.load, files.read -> runtime (the Session) -> lowering
+  (TensorFlow -> GE IR), compare, cli.
 """
 
 from typing import Any

@@ -74,8 +74,11 @@ def _my_block(group: Group, x: np.ndarray, reduction: str, what: str) -> tuple[n
 
     n = group.size
     block = -(-x.size // n)
-    flat = np.zeros(block * n, x.dtype)
-    flat[:x.size] = x.reshape(-1)
+    if x.size == block * n:
+        flat = np.ascontiguousarray(x).reshape(-1)  # equal blocks already: sent as it is
+    else:
+        flat = np.zeros(block * n, x.dtype)
+        flat[:x.size] = x.reshape(-1)
     gathered = np.empty((n, block), x.dtype)
     bounded(group, group.comm.Ialltoall([_bytes(flat), MPI.BYTE], [_bytes(gathered), MPI.BYTE]), what)
     return _reduce_blocks(gathered, x.dtype, reduction), block
@@ -153,5 +156,14 @@ def broadcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return outputs
 
 
+def _float_workspace(node: Node) -> int:
+    """A float reduction's blocks from every rank (x's bytes, padded), beside its input and output."""
+    x = node.inputs[0].desc
+    return 2 * x.nbytes if x.dtype.name.startswith("float") else 0
+
+
+# Working memory beyond inputs and outputs (graph_ir/executors WORKSPACE): HcomReduce's root gathers N copies of x,
+# N unknown when the graph is planned; it is not listed.
+WORKSPACE = {"HcomAllReduce": _float_workspace, "HcomReduceScatter": _float_workspace}
 EXECUTORS = {"HcomAllReduce": all_reduce, "HcomReduceScatter": reduce_scatter, "HcomReduce": reduce,
              "HcomAllGather": all_gather, "HcomBroadcast": broadcast}

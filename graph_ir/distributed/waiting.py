@@ -19,8 +19,10 @@ from typing import Any
 from graph_ir.distributed.group import ABORT_TAG, STATUS_TAG, Group, HcomError
 
 STATUS_AFTER = 1.0  # seconds of waiting before a rank tells its peers where it waits
-_SPINS = 64  # tests without sleeping first: a small collective on one machine completes within microseconds
-_FIRST_SLEEP, _LONGEST_SLEEP = 2e-5, 2e-3
+# First, for SPIN seconds, tests back to back, as MPICH's blocking collectives poll (a collective whose ranks arrive
+# within a millisecond completes without a sleep's or a yield's latency, which on a loaded machine is a time slice);
+# then sleeps, doubling from FIRST_SLEEP to LONGEST_SLEEP, so that a long wait leaves the CPU to the other ranks.
+_SPIN, _FIRST_SLEEP, _LONGEST_SLEEP = 1e-3, 5e-5, 1e-3
 
 
 def bounded(group: Group, request: Any, what: str) -> None:
@@ -33,14 +35,13 @@ def bounded(group: Group, request: Any, what: str) -> None:
         raise HcomError(f"rank {group.rank}: {what}: group {group.name!r} failed earlier: {group.broken}")
     start = time.monotonic()
     deadline, announce = start + group.timeout, start + min(STATUS_AFTER, group.timeout / 4)
-    sleep, tests, announced = _FIRST_SLEEP, 0, False
+    sleep, spin_until, announced = _FIRST_SLEEP, start + _SPIN, False
     try:
         while not request.Test():
-            tests += 1
-            if tests < _SPINS:
+            now = time.monotonic()
+            if now < spin_until:
                 continue
             _read_messages(group, what)
-            now = time.monotonic()
             if not announced and now >= announce:
                 _announce(group, what)
                 announced = True

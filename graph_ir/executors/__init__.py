@@ -128,4 +128,5 @@ SNAPSHOTS = frozenset({"Identity", "IdentityN"})
 # upper bound from the node's descs and attrs, which the session's planner adds at the node's position. Ops not
 # listed (elementwise and plumbing) count 0.
 WORKSPACE: dict[str, Callable[[Node], int]] = {**conv.WORKSPACE, **depthwise.WORKSPACE, **pool.WORKSPACE,
-                                              **random.WORKSPACE, **matrix.WORKSPACE, **ctc.WORKSPACE}
+                                              **random.WORKSPACE, **matrix.WORKSPACE, **ctc.WORKSPACE,
+                                              **hcom.WORKSPACE}
