@@ -3,7 +3,8 @@ tests/helpers/distributed_lowering.py): one GE graph per rank, no TF collective 
 the ranks' graphs the same structure with the same Variable names, .air files that load, missing_ops empty; and K
 steps of the rank graphs' .air files run as an MPI job (mpiexec -n N, graph_ir/distributed's Hcom engine:
 tests/helpers/distributed_lowering_ranks.py) against TF's own MirroredStrategy run: each rank's loss and every
-variable within 1e-5 of scale, the ranks' variables bitwise equal."""
+variable within 1e-5 of scale, the ranks' variables bitwise equal. The same for two MultiWorkerMirroredStrategy
+workers, each lowering its own trace (tests/helpers/distributed_workers.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import ROOT
+from tests.helpers.distributed import free_ports
 from tests.helpers.mpi import run_ranks
 
 TIMEOUT = 600
@@ -91,6 +93,36 @@ def test_sparse_gradients_are_gathered(two_replicas, name):
     gathers = [attrs for op, attrs in report["hcom"][0] if op == "HcomAllGather"]
     assert gathers and all(a["rank_size"] == 2 and a["group"] == "hccl_world_group" for a in gathers)
     assert "If" in report["types"][0]  # TF's all-gather of IndexedSlices branches on the replicas' row counts
+
+
+def test_multi_worker_mirrored_strategy(tmp_path):
+    """Two MultiWorkerMirroredStrategy workers (loopback gRPC) each lower their trace (one replica: one graph, rank =
+    the worker's index); the two .air files run as a 2-rank MPI job against TF's multi-worker run."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
+    ports = ",".join(free_ports(2))
+    workers = [subprocess.Popen([sys.executable, "-m", "tests.helpers.distributed_workers", str(i), ports,
+                                 str(tmp_path), "adam"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    for w, (_, err) in zip(workers, outputs):
+        assert w.returncode == 0, err[-3000:]
+    run_ranks(2, "tests.helpers.distributed_lowering_ranks", str(tmp_path), "adam", timeout=TIMEOUT, hcom_timeout=60)
+    report = json.loads((tmp_path / "adam.json").read_text())
+    assert report["ranks"] == 1 and {op for op, _ in report["hcom"]} == {"HcomAllReduce"}
+    with np.load(tmp_path / "adam" / "expected.npz") as f:
+        expected = {k: f[k] for k in f.files}
+    results = []
+    for r in range(2):
+        with np.load(tmp_path / "adam" / f"result{r}.npz") as f:
+            results.append({k: f[k] for k in f.files})
+        assert _scaled(results[r]["losses"], expected["losses"]) < 1e-5
+        for i, name in enumerate(report["compared"]):
+            assert _scaled(results[r][f"v{i}"], expected[f"v{i}_r{r}"]) < 1e-5, (r, name)
+            np.testing.assert_array_equal(results[r][f"v{i}"], results[0][f"v{i}"], err_msg=name)
 
 
 def test_four_replicas(tmp_path):
