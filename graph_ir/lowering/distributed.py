@@ -9,9 +9,9 @@ from typing import Any
 from graph_ir.ir.errors import LoweringError
 from graph_ir.ir.graph import Graph
 from graph_ir.lowering.entry import lower_step
-from graph_ir.lowering.ops.hcom import UNIFORM_SUFFIX
 from graph_ir.lowering.replicas import Replicas, container, replicas_of
 from graph_ir.lowering.spmd import rank_steps
+from graph_ir.lowering.spmd_match import align, signature
 from graph_ir.lowering.trace import lowering_errors, prepare
 from graph_ir.lowering.uniform import check_uniform_branches
 
@@ -38,27 +38,9 @@ def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_
         replicas = replicas_of(strategy if strategy is not None else _strategy_of(step))
         parts = rank_steps(step, replicas)
     graphs = [lower_step(part, freeze_learning_rate) for part in parts]
-    check_spmd(graphs, replicas)
-    for graph in graphs[1:]:
-        _named_like(graph, graphs[0])
+    check_spmd(graphs, replicas)  # and every rank's graph made rank 0's, names and order (spmd_match.py)
     check_uniform_branches(graphs)
     return graphs
-
-
-def _named_like(graph: Graph, reference: Graph) -> None:
-    """Gives each node of `graph` the name of the node at its place in `reference` (the same structure: check_spmd):
-    every rank's graph is then the same graph, node names and all (SPMD), as the ranks' Hcom nodes must be named
-    alike for a group to pair them; only the values of Consts (a replica's own constants) may differ."""
-    renamed = {}
-    for node, like in zip(list(graph.nodes.values()), reference.nodes.values(), strict=True):
-        node.name = like.name
-        renamed[like.name] = node
-        for sub, sub_like in zip(node.subgraph_graphs, like.subgraph_graphs, strict=True):
-            sub.name = sub_like.name
-            _named_like(sub, sub_like)
-    graph.nodes = renamed
-    graph._next_suffix = dict(reference._next_suffix)
-    graph.subgraphs = dict(zip(reference.subgraphs, graph.subgraphs.values(), strict=True))
 
 
 def _strategy_of(step) -> Any:
@@ -71,34 +53,22 @@ def _strategy_of(step) -> Any:
 
 
 def structure(graph: Graph) -> list[tuple]:
-    """What must agree between the ranks' graphs: each node's type, attributes other than values, output descs and
-    inputs' positions, in the graph's order (HCCL matches the ranks' collectives by their order)."""
+    """What must agree between the ranks' graphs, in the graph's order: each node's signature (spmd_match.py), its
+    inputs' positions and its subgraphs'."""
     order = {id(n): k for k, n in enumerate(graph.nodes.values())}
-    out = []
-    for node in graph.nodes.values():
-        attrs = {k: v for k, v in node.attrs.items() if k not in ("value",) and not hasattr(v, "shape")}
-        if node.name.endswith(UNIFORM_SUFFIX):  # a gather folded on the premise that every rank gathers this value
-            attrs["value"] = node.attrs["value"].tolist()
-        if node.type == "Variable":
-            attrs["name"] = node.name
-        inputs = [(order.get(id(h.node)), h.index) if h is not None else None for h in node.inputs]
-        descs = [(d.dtype.name, tuple(d.shape)) for d in node.output_descs]
-        subgraphs = [structure(g) for g in node.subgraph_graphs]
-        out.append((node.type, sorted(attrs.items(), key=lambda kv: kv[0]).__repr__(), inputs, descs, subgraphs))
-    return out
+    return [(signature(node), [(order.get(id(h.node)), h.index) if h is not None else None for h in node.inputs],
+             [structure(g) for g in node.subgraph_graphs]) for node in graph.nodes.values()]
 
 
 def check_spmd(graphs: list[Graph], replicas: Replicas) -> None:
-    """Refuses ranks whose graphs differ: HCCL pairs collectives by order, so different graphs hang or mix tensors."""
-    first = structure(graphs[0])
+    """Makes every rank's graph rank 0's (names and order: spmd_match.align); refuses ranks whose graphs differ, as
+    HCCL pairs the ranks' collectives by order, so different graphs hang or mix tensors."""
     for k, graph in enumerate(graphs[1:], start=1):
-        other = structure(graph)
-        if other == first:
+        differing = align(graph, graphs[0])
+        if differing is None:
             continue
-        at = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), min(len(first), len(other)))
-        nodes = [list(g.nodes.values()) for g in (graphs[0], graph)]
-        names = [n[at].name if at < len(n) else "(none)" for n in nodes]
-        raise LoweringError(f"the graph of rank {replicas.first_rank + k} differs from rank {replicas.first_rank}'s at "
-                            f"node {at} ({names[1]!r} against {names[0]!r}): every rank must run the same graph "
-                            "(SPMD), or HCCL pairs the wrong collectives; a step whose replicas compute differently "
-                            "(a branch on the replica id) cannot run as one graph per rank")
+        where = differing.origins[0] if differing.origins else differing.name
+        raise LoweringError(f"the graph of rank {replicas.first_rank + k} differs from rank {replicas.first_rank}'s "
+                            f"at GE {differing.type} {differing.name!r} (TF {where!r}): every rank must run the same "
+                            "graph (SPMD), or HCCL pairs the wrong collectives; a step whose replicas compute "
+                            "differently (a branch on the replica id) cannot run as one graph per rank")

@@ -33,7 +33,8 @@ from graph_ir.lowering.capture import ge_name, parse_tensor, variable_key
 from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.ops.hcom import COLLECTIVES, ROOT_ATTR, SENDS, SPMD_ATTR
 from graph_ir.lowering.replicas import Replicas, container
-from graph_ir.lowering.spmd_functions import function_devices, strip, strip_functions
+from graph_ir.lowering.spmd_cond import is_cross_replica, rank_cond, refuse_spanning
+from graph_ir.lowering.spmd_functions import strip, strip_functions
 from graph_ir.lowering.trace import Step
 
 _PASS = ("Identity",)
@@ -46,6 +47,8 @@ class _Split:
         self.step, self.replicas, self.k = step, replicas, k
         self.nodes = {n.name: n for n in step.graph_def.node}
         self.alias: dict[str, str] = {}  # component placeholder -> the placeholder standing for its variable
+        self.library = {f.signature.name: f for f in step.graph_def.library.function}
+        self.functions: dict[str, Any] = {}  # rank k's copies of cross-replica conds' branches (spmd_cond.py)
         self.variables = self._variables()
         self.replica = {name: self._replica_of(node) for name, node in self.nodes.items()}
         self.writers: dict[str, list[str]] = {}  # variable placeholder (merged) -> the nodes writing it
@@ -87,8 +90,8 @@ class _Split:
         return out
 
     def _replica_of(self, node) -> int | None:
-        if node.device:
-            return self.replicas.of(node.device)
+        if node.device or is_cross_replica(self, node):  # a cross-replica cond: every rank's (spmd_cond.py)
+            return self.replicas.of(node.device) if node.device else None
         for t in node.input:  # a read of a variable: the variable's device
             entry = self.step.variables.get(parse_tensor(t)[0])
             if entry is not None and getattr(entry[2], "device", ""):
@@ -136,7 +139,7 @@ class _Split:
             for node in self._rewritten(self.nodes[name]):
                 kept[node.name] = node
                 stack.extend(parse_tensor(t)[0] for t in node.input if parse_tensor(t)[0] not in kept)
-        self._check_functions(kept.values())
+        refuse_spanning(self, kept.values())
         args = [a for a in step.args if a in kept]
         for arg in args:
             readers = self.readers.get(arg, set()) - {None}
@@ -147,29 +150,13 @@ class _Split:
         graph_def = type(step.graph_def)()
         graph_def.versions.CopyFrom(step.graph_def.versions)
         graph_def.library.CopyFrom(step.graph_def.library)
+        for function in graph_def.library.function:
+            if function.signature.name in self.functions:
+                function.CopyFrom(self.functions[function.signature.name])
         graph_def.node.extend([kept.pop(n.name) for n in step.graph_def.node if n.name in kept])
         graph_def.node.extend(kept.values())  # the group sizes added for strategy.reduce's sums
         return replace(step, graph_def=graph_def, args=args, variables=self.variables,
                        outputs=[self._aliased(t) for t in outputs], must_run=must_run)
-
-    def _check_functions(self, nodes) -> None:
-        """Refuses a functional node whose functions hold the work of several replicas: a cross-replica tf.cond, which
-        no rank's part can hold (Keras's LossScaleOptimizer under MirroredStrategy, whose merge_call decides on
-        replica 0's finite check and applies every replica's update in one cond: keras/src/optimizers/
-        loss_scale_optimizer.py's _tf_apply)."""
-        library = {f.signature.name: f for f in self.step.graph_def.library.function}
-        for node in nodes:
-            devices = function_devices(node, library) if node.op in ("If", "StatelessIf", "Case", "StatelessCase",
-                                                                       "While", "StatelessWhile") else set()
-            owners = {self.replicas.of(d) for d in devices} - {None}
-            if len(owners) > 1:
-                raise LoweringError(
-                    f"cannot lower TF {node.op} {node.name!r} for data-parallel ranks: its functions run the work of "
-                    f"replicas {sorted(owners)} (a cross-replica tf.cond made in merge_call, as Keras's "
-                    "LossScaleOptimizer does under MirroredStrategy, deciding for every replica on replica 0's "
-                    "gradients), which no one rank's graph can hold; each rank must decide on its own, from "
-                    "all-reduced values (Ascend's NPULossScaleOptimizer(is_distributed=True) all-reduces its overflow "
-                    "flag)")
 
     def _aliased(self, tensor: str) -> str:
         name, index = parse_tensor(tensor)
@@ -196,13 +183,16 @@ class _Split:
             new.attr[SPMD_ATTR].i = self.replicas.world
             new.input.extend([mine, size.name, *controls])
             extra.append(size)
+        elif is_cross_replica(self, node):
+            new, more, functions = rank_cond(self, node)
+            extra.extend(more)
+            self.functions.update(functions)
         elif node.op in COLLECTIVES:
             strip(new, self.replicas.world)
             root = self.replicas.first_rank + self.k if node.op in SENDS else self._sender(node)
             if root is not None:
                 new.attr[ROOT_ATTR].i = root
-        inputs = [self._aliased(t) for t in new.input
-                  if not (t.startswith("^") and self._foreign(parse_tensor(t)[0]))]
+        inputs = list(dict.fromkeys(self._aliased(self._control(t)) for t in new.input if self._control(t)))
         inputs += [t for t in self._reads_before(node) if t not in inputs]
         if self.replica[node.name] is not None:
             inputs = [self._broadcast(t, extra) if not t.startswith("^") and
@@ -210,6 +200,17 @@ class _Split:
         del new.input[:]
         new.input.extend(inputs)
         return [new, *extra]
+
+    def _control(self, tensor: str) -> str | None:
+        """A control input on this rank: another replica's read becomes this rank's copy of it, or stays where it
+        is made once for all (a host read of replica 0's copy, which this rank makes too); another replica's other
+        nodes are dropped (that replica's rank runs them)."""
+        name = parse_tensor(tensor)[0]
+        if not tensor.startswith("^") or not self._foreign(name):
+            return tensor
+        if self.nodes[name].op != "ReadVariableOp" or self.nodes[name].device:
+            return None
+        return "^" + self._counterpart(name, self.replica[name])
 
     def _reads_before(self, node) -> list[str]:
         """Control inputs for a write of a merged variable on this rank: the reads that another replica's write of
