@@ -18,6 +18,8 @@ ops.device). Rank k's part is what replica k's outputs and stateful ops need, da
   here, lowered to HcomAllReduce with the rest); MEAN's divide after it stays.
 - TF's collectives keep their data input (and group_size, shape); group_key, instance_key and ordering_token go
   (graph_ir/lowering/ops/hcom.py). Broadcasts learn the sending rank from the step's CollectiveBcastSend.
+- A cross-replica tf.cond (Keras's LossScaleOptimizer's, made in merge_call) is split by rank, its predicate
+  all-reduced (graph_ir/lowering/spmd_cond.py); collectives in If/Case branches: graph_ir/lowering/spmd_functions.py.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ gradients were all-reduced first, as the check's comment in Keras assumes), that
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,17 @@ def _split_function(split, function, owners: dict[str, int | None], where: str) 
             kept.add(name)
             pulled.add(name)
             stack.extend(_function_input(t) for t in by_name[name].input if not t.startswith("^"))
+    # Another replica's node waits for reads its copy here must wait for too (a host read of replica 0's copy
+    # before its update, as spmd.py's _reads_before): its control inputs go to this rank's copy.
+    waits: dict[str, list[str]] = {}
+    for node in function.node_def:
+        mine = _counterpart(split, node.name, replica) if node.name not in kept else None
+        for t in node.input if mine in kept else ():
+            if t.startswith("^"):
+                source = _function_input(t)
+                copy_of = _counterpart(split, source, replica) or (source if source in kept else None)
+                if copy_of in kept:
+                    waits.setdefault(mine, []).append("^" + copy_of)
     new = type(function)()
     new.CopyFrom(function)
     del new.node_def[:]
@@ -83,7 +95,7 @@ def _split_function(split, function, owners: dict[str, int | None], where: str) 
         copy = new.node_def.add()
         copy.CopyFrom(node)
         del copy.input[:]
-        copy.input.extend(inputs)
+        copy.input.extend(dict.fromkeys([*inputs, *waits.get(node.name, [])]))
     for name in [k for k, v in new.control_ret.items() if v not in kept]:
         del new.control_ret[name]
     del new.signature.control_output[:]
@@ -109,6 +121,8 @@ def _counterpart(split, name: str, replica: dict) -> str | None:
     base = [p for p in name.split("/") if p != f"replica_{owner}"]
     candidates = ["/".join(base)] if split.k == 0 else \
         ["/".join(base[:i] + [f"replica_{split.k}"] + base[i:]) for i in range(len(base))]
+    # strategy.extended.update's per-device scopes: "update_<replica>" (mirrored_strategy.py, _update)
+    candidates += ["/".join(re.sub(rf"^update_{owner}(?=_|$)", f"update_{split.k}", p) for p in name.split("/"))]
     return next((c for c in candidates if replica.get(c) == split.k), None)
 
 

@@ -40,6 +40,17 @@ def _hashes(graph: Graph) -> dict[int, str]:
         key = (signature(node), [(memo[id(h.node)], h.index) if h is not None else None for h in node.inputs],
                sorted(memo[id(c)] for c in node.control_inputs), [_graph_hash(g) for g in node.subgraph_graphs])
         memo[id(node)] = hashlib.sha256(repr(key).encode()).hexdigest()
+    # Refined by what reads each node (twins, such as two reads of one Variable, differ by their readers).
+    for _ in range(3):
+        readers: dict[int, list] = defaultdict(list)
+        for node in graph.nodes.values():
+            for k, h in enumerate(node.inputs):
+                if h is not None:
+                    readers[id(h.node)].append((memo[id(node)], k, h.index))
+            for c in node.control_inputs:
+                readers[id(c)].append((memo[id(node)], -1, -1))
+        memo = {key: hashlib.sha256(repr((value, sorted(readers[key]))).encode()).hexdigest()
+                for key, value in memo.items()}
     return memo
 
 

@@ -24,6 +24,8 @@ TIMEOUT = 600
 OPTIMIZERS = ("sgd", "adam", "fused_ema_adam", "powersign")
 # An Embedding's sparse gradients: gathered across replicas (CollectiveGatherV2 in tf.cond branches -> HcomAllGather)
 SPARSE = ("embedding_sgd", "embedding_adam")
+# Keras's LossScaleOptimizer: its cross-replica cond split by rank, the finite check all-reduced with "min"
+LOSS_SCALE = ("loss_scale_sgd",)
 
 
 def _run(n: int, folder, names) -> dict[str, dict]:
@@ -61,7 +63,7 @@ def _check(report: dict, ranks: int) -> None:
     for op, attrs in hcom[0]:
         assert attrs["group"] == "hccl_world_group"
         if op == "HcomAllReduce":
-            assert attrs["reduction"] == "sum"
+            assert attrs["reduction"] in ("sum", "min")
     # the loss's strategy.reduce and the gradients' all-reduce
     assert sum(op == "HcomAllReduce" for op, _ in hcom[0]) >= 2
     assert all(v == report["variables"][0] for v in report["variables"])
@@ -78,7 +80,7 @@ def _check(report: dict, ranks: int) -> None:
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory) -> dict[str, dict]:
-    return _run(2, tmp_path_factory.mktemp("two"), (*OPTIMIZERS, *SPARSE))
+    return _run(2, tmp_path_factory.mktemp("two"), (*OPTIMIZERS, *SPARSE, *LOSS_SCALE))
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
@@ -93,6 +95,17 @@ def test_sparse_gradients_are_gathered(two_replicas, name):
     gathers = [attrs for op, attrs in report["hcom"][0] if op == "HcomAllGather"]
     assert gathers and all(a["rank_size"] == 2 and a["group"] == "hccl_world_group" for a in gathers)
     assert "If" in report["types"][0]  # TF's all-gather of IndexedSlices branches on the replicas' row counts
+
+
+@pytest.mark.parametrize("name", LOSS_SCALE)
+def test_loss_scale_optimizer_decides_alike_on_every_rank(two_replicas, name):
+    """The cond Keras builds in merge_call (on replica 0's finite check, holding every replica's update) becomes, on
+    each rank, a cond on that rank's check all-reduced with "min": the ranks skip a step together, as Ascend's
+    NPULossScaleOptimizer(is_distributed=True) does; with finite gradients, TF's steps."""
+    report = two_replicas[name]
+    _check(report, 2)
+    assert ("HcomAllReduce", "min") in {(op, attrs.get("reduction")) for op, attrs in report["hcom"][0]}
+    assert "If" in report["types"][0]
 
 
 def test_multi_worker_mirrored_strategy(tmp_path):

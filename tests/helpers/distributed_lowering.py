@@ -26,9 +26,11 @@ def _optimizer(name: str):
 
     from tf_plugin.optimizers import FusedEmaAdam, PowerSign
 
-    return {"sgd": lambda: keras.optimizers.SGD(0.1, momentum=0.9), "adam": lambda: keras.optimizers.Adam(0.01),
-            "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
-            "powersign": lambda: PowerSign(0.01)}[name.removeprefix("embedding_")]()
+    inner = {"sgd": lambda: keras.optimizers.SGD(0.1, momentum=0.9), "adam": lambda: keras.optimizers.Adam(0.01),
+             "fused_ema_adam": lambda: FusedEmaAdam(0.01, weight_decay=0.01, ema_decay=0.9),
+             "powersign": lambda: PowerSign(0.01)}[name.removeprefix("embedding_").removeprefix("loss_scale_")]()
+    # "loss_scale_<optimizer>": Keras's LossScaleOptimizer around it (a cross-replica cond on the finite check)
+    return keras.optimizers.LossScaleOptimizer(inner) if name.startswith("loss_scale_") else inner
 
 
 def _model_and_data(name: str, rows: int):
@@ -68,7 +70,8 @@ def run(strategy, out: str, name: str) -> dict:
         def replica_fn(xb, yb):
             with tf.GradientTape() as tape:
                 loss = loss_fn(yb, model(xb, training=True)) / global_batch
-            grads = tape.gradient(loss, model.trainable_variables)
+                scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+            grads = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             return loss
 
