@@ -2,8 +2,9 @@
 structure, then renamed after them and put in their order, so that every rank holds the same graph, node names,
 order and all (the ranks' Hcom nodes are paired by name and order; graph_ir/distributed checks them at add_graph).
 Only the values of Consts (a replica's own constants) may differ. The lowering walks each rank's part in its own
-order, so two ranks' graphs may hold the same nodes in different orders: they are matched by a hash of each node's
-type, attributes, output descs, inputs and subgraphs, not by position."""
+order, so two ranks' graphs may hold the same nodes in different orders. Graphs in the same order pair by place;
+others by a hash of each node's type, attributes, output descs, inputs and subgraphs, refined by what reads it (so
+that twins, such as two reads of one Variable, pair as their readers do), from the outputs back."""
 
 from __future__ import annotations
 
