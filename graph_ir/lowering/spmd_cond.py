@@ -218,6 +218,6 @@ def refuse_spanning(split, nodes) -> None:
         if len(owners) > 1:
             raise LoweringError(
                 f"cannot lower TF {node.op} {node.name!r} for data-parallel ranks: its functions run the work of "
-                f"replicas {sorted(owners)} (made in cross-replica context, in merge_call), which no one rank's "
-                "graph can hold; only a cross-replica If is split by rank (each rank deciding on its own predicate "
-                "all-reduced, as Keras's LossScaleOptimizer's cond is)")
+                f"replicas {sorted(owners)} (a loop around strategy.run, such as several steps per call in "
+                "tf.range, or a Case made in cross-replica context), which no one rank's graph can hold: only a "
+                "cross-replica If is split by rank; lower one step per call (strategy.run outside the loop)")

@@ -55,3 +55,8 @@ def test_loss_scale_optimizer_under_mirrored_strategy_lowers(cases):
 
 def test_from_tensorflow_names_from_distributed(cases):
     assert "graph_ir.from_distributed" in cases["from_tensorflow"]["refused"]
+
+
+def test_a_loop_around_strategy_run_is_refused_by_name(cases):
+    message = cases["loop_around_run"]["refused"]
+    assert "While 'while'" in message and "replicas [0, 1]" in message and "one step per call" in message

@@ -70,6 +70,15 @@ def main(out: str) -> None:
     results = {name: _outcome(lambda step=step: graph_ir.from_distributed(step, spec, strategy=strategy))
                for name, step in cases.items()}
     results["from_tensorflow"] = _outcome(lambda: graph_ir.from_tensorflow(cases["uniform_cond"], spec))
+
+    @tf.function
+    def looped(x):  # several steps per call: a tf.range loop around strategy.run
+        total = tf.constant(0.0)
+        for _ in tf.range(2):
+            total += strategy.reduce("SUM", strategy.run(lambda x: tf.reduce_sum(x * v), args=(x,)), axis=None)
+        return total
+
+    results["loop_around_run"] = _outcome(lambda: graph_ir.from_distributed(looped, spec, strategy=strategy))
     with strategy.scope():
         model = small_model()
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
