@@ -39,6 +39,15 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Any = None, session: Any = Non
                                     freeze_learning_rate=freeze_learning_rate, input_shapes=input_shapes)
 
 
+def from_distributed(fn: Any, *args: Any, strategy: Any = None, freeze_learning_rate: bool = True) -> list[Graph]:
+    """Lowers a step traced under a tf.distribute MirroredStrategy (or on one MultiWorkerMirroredStrategy worker) to
+    one GE graph per local replica (rank), each running that replica's part with Hcom ops for TF's collectives: the
+    same graph on every rank (SPMD). See graph_ir.lowering.distributed.from_distributed."""
+    from graph_ir.lowering.distributed import from_distributed as lower  # imports TensorFlow
+
+    return lower(fn, *args, strategy=strategy, freeze_learning_rate=freeze_learning_rate)
+
+
 def from_saved_model(path: Any, signature: str = "serving_default", *, input_shapes: Any = None,
                      freeze_learning_rate: bool = True) -> Graph:
     """Lowers a SavedModel's signature, or a tf.function saved in it with one input signature (a training step with
@@ -67,5 +76,5 @@ def missing_ops(fn: Any, *args: Any, fetches: Any = None, session: Any = None) -
 
 
 __all__ = ["Const", "Data", "Graph", "GraphError", "Handle", "LoweringError", "Node", "Session", "TensorDesc",
-           "Variable", "from_frozen_graph", "from_saved_model", "from_tensorflow", "kernels", "load", "loads",
+           "Variable", "from_distributed", "from_frozen_graph", "from_saved_model", "from_tensorflow", "kernels", "load", "loads",
            "missing_ops", "ops", "registry"]

@@ -12,7 +12,8 @@ steps to GE graphs.
   that the fetches need become Data nodes, in graph order.
 
 Function calls (nested tf.functions, PartitionedCall / StatefulPartitionedCall) are inlined first
-(graph_ir/lowering/inline.py). graph_ir.missing_ops(fn, *args) lists every op that has no lowering and
+(graph_ir/lowering/inline.py). A tf.distribute step lowers with graph_ir.from_distributed to one graph per rank
+(graph_ir/lowering/distributed.py, spmd.py). graph_ir.missing_ops(fn, *args) lists every op that has no lowering and
 whatever else the lowering refuses; empty, the step lowers (graph_ir/lowering/report.py). The op mapping is in graph_ir/lowering/table.py, the naming of Variables in
 graph_ir/lowering/capture.py (Graph.variable_name(v) gives a variable's GE name). FusedEmaAdam's lr is a GE
 attribute, so an optimizer node is ApplyFusedEmaAdam where its lr is known when lowering: a constant, or (with
@@ -27,8 +28,9 @@ a GE scalar input (lr, logbase, sign_decay, beta, step) is given shape [1], as i
 from __future__ import annotations
 
 from graph_ir.ir.errors import LoweringError
+from graph_ir.lowering.distributed import from_distributed
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.report import missing_ops, op_table
 from graph_ir.lowering.table import LOWERINGS
 
-__all__ = ["LOWERINGS", "LoweringError", "from_tensorflow", "missing_ops", "op_table"]
+__all__ = ["LOWERINGS", "LoweringError", "from_distributed", "from_tensorflow", "missing_ops", "op_table"]

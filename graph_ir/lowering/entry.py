@@ -20,7 +20,7 @@ from graph_ir.lowering.saved_model import (
     saved_model_function,
     with_input_shapes,
 )
-from graph_ir.lowering.trace import ArgumentKindError, lowering_errors, prepare, unknown_dims
+from graph_ir.lowering.trace import ArgumentKindError, Step, lowering_errors, prepare, unknown_dims
 
 InputShapes = str | Mapping[str, Sequence[int]] | None
 
@@ -56,6 +56,12 @@ def from_tensorflow(fn: Any, *args: Any, fetches: Sequence | Any = None, session
         fn, args = with_input_shapes(fn, input_shapes)  # traced again on the given shapes
     with lowering_errors("lowering the step"):
         step = prepare(fn, args, fetches, session)
+    return lower_step(step, freeze_learning_rate)
+
+
+def lower_step(step: Step, freeze_learning_rate: bool = True) -> Graph:
+    """Lowers a prepared Step (graph_ir/lowering/trace.py) to a verified GE graph: twice at probe sizes where a size
+    is known only at run time, and again where a learning rate frozen in one place is read or written in another."""
     if not isinstance(freeze_learning_rate, bool):
         raise LoweringError(f"freeze_learning_rate must be a bool, got {freeze_learning_rate!r:.80}")
 

@@ -14,8 +14,10 @@ from tensorflow.core.framework import types_pb2
 
 from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering import ops
+from graph_ir.lowering.distributed import from_distributed
 from graph_ir.lowering.entry import from_tensorflow
 from graph_ir.lowering.inline import CALL_OPS
+from graph_ir.lowering.ops.hcom import COLLECTIVES
 from graph_ir.lowering.table import ASSIGNS, IDENTITIES, MULTI_LOWERINGS
 from graph_ir.lowering.table import LOWERINGS as OPTIMIZERS
 from graph_ir.lowering.trace import closure, lowering_errors, prepare
@@ -134,8 +136,13 @@ def missing_ops(fn: Any, *args: Any, fetches: Sequence | Any = None, session: An
         reasons["Placeholder"] = "; ".join([*([reasons["Placeholder"]] if "Placeholder" in reasons else []),
                                             *step.refused.values()])
     if not found:
+        distributed = any(n.op in COLLECTIVES for n in step.graph_def.node) or any(
+            n.op in COLLECTIVES for f in library.values() for n in f.node_def)
         try:
-            from_tensorflow(fn, *args, fetches=fetches, session=session)
+            if distributed:  # a tf.distribute step: it lowers one graph per rank (graph_ir/lowering/spmd.py)
+                from_distributed(fn, *args)
+            else:
+                from_tensorflow(fn, *args, fetches=fetches, session=session)
         except LoweringError as e:
             named = re.findall(r"TF (?:op )?(\w+) \(?(?:node )?'([^']+)'", str(e))  # the innermost node last
             op, node = named[-1] if named else ("(step)", step.name)

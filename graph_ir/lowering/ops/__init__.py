@@ -19,6 +19,7 @@ from graph_ir.lowering.ops import (
     ctc,
     depthwise,
     fft,
+    hcom,
     image,
     linalg,
     logic,
@@ -47,7 +48,7 @@ LOWERINGS.update({**random.LOWERINGS, **checks.LOWERINGS, **segment.LOWERINGS,
                   **linalg.LOWERINGS, **scatter.LOWERINGS,
                   **bucketize.LOWERINGS, **trig.LOWERINGS, **fft.LOWERINGS,
                   **image.LOWERINGS, **ctc.LOWERINGS})
-LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS, **valued.LOWERINGS})
+LOWERINGS.update({**tensorlist.LOWERINGS, **control.LOWERINGS, **valued.LOWERINGS, **hcom.LOWERINGS})
 # On list handles (tf.while_loop's gradients of loop lists), ZerosLike and AddN are TF's list kernels.
 LOWERINGS["ZerosLike"] = tensorlist_grads.zeros_like(LOWERINGS["ZerosLike"])
 LOWERINGS["AddN"] = tensorlist_grads.add_n(LOWERINGS["AddN"])
