@@ -97,9 +97,10 @@ def join(group: Group | None, graph: Graph) -> bytes | None:
     text = json.dumps(mine, sort_keys=True).encode()
     theirs = [json.loads(t) for t in allgather_bytes(group, text, f"graph {graph.name!r} joining group "
                                                                   f"{group.name!r} (add_graph)")]
-    if any(t != theirs[0] for t in theirs):
+    signed = [[entry for _, entry in t] for t in theirs]  # names are reported, not compared
+    if any(t != signed[0] for t in signed):
         raise GraphError(_mismatch(graph, theirs))
-    return hashlib.sha256(text).digest()
+    return hashlib.sha256(json.dumps(signed[0], sort_keys=True).encode()).digest()
 
 
 def _describe_node(node: Node) -> str:

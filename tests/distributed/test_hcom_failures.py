@@ -62,6 +62,13 @@ def test_different_hcom_sequences_are_refused_at_add_graph(tmp_path):
             assert npz["before"].tobytes() == npz["after"].tobytes()  # no variable changed
 
 
+def test_hcom_nodes_named_otherwise_on_another_rank_join_and_run(tmp_path):
+    """The sequences agree in what each collective does; names are reported, never compared."""
+    run_ranks(2, MODULE, "renamed", str(tmp_path), timeout=120, hcom_timeout=30)
+    weights = [np.load(tmp_path / f"rank{r}.npz")["w"] for r in range(2)]
+    assert weights[0].tobytes() == weights[1].tobytes()
+
+
 def test_ranks_running_different_graphs_fail_at_the_first_hcom_node(tmp_path):
     run_ranks(2, MODULE, "run_mismatch", str(tmp_path), timeout=120, hcom_timeout=30)
     assert "ranks [1] run a graph with another Hcom sequence" in (tmp_path / "rank0.txt").read_text()

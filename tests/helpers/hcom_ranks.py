@@ -125,7 +125,7 @@ def sgd_data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         np.float32), rng.standard_normal((GLOBAL_BATCH, OUT)).astype(np.float32))
 
 
-def sgd_graph(batch: int, ranks: int | None, reduction: str = "sum"):
+def sgd_graph(batch: int, ranks: int | None, reduction: str = "sum", hcom_name: str = "grad_sum"):
     """One SGD step on `batch` rows: MatMul, the loss's gradient 2/batch * x^T (x w - y), then with `ranks` the sum
     of every rank's gradient (HcomAllReduce) divided by the ranks (RealDiv), then w - LR * gradient (Sub, Assign).
     ranks None: the single-process step on the whole batch. Outputs: the new w and the loss."""
@@ -143,7 +143,7 @@ def sgd_graph(batch: int, ranks: int | None, reduction: str = "sum"):
         grad = ops.Mul(ops.MatMulV2(x, err, transpose_x1=True), graph_ir.Const(np.float32(2.0 / (batch * OUT))),
                        name="grad")
         if ranks is not None:
-            grad = ops.HcomAllReduce(grad, reduction=reduction, group=W, fusion=0, name="grad_sum")
+            grad = ops.HcomAllReduce(grad, reduction=reduction, group=W, fusion=0, name=hcom_name)
             grad = ops.RealDiv(grad, graph_ir.Const(np.float32(ranks)), name="grad_mean")
         new = ops.Sub(w, ops.Mul(grad, graph_ir.Const(np.float32(LR))), name="step")
         graph.set_outputs([ops.Assign(w, new, name="update"), loss])
@@ -180,6 +180,11 @@ def main(program: str, out: str) -> None:
         session.add_graph(0, graph)
         losses = [session.run_graph(0, [x[rows], y[rows]])[1] for _ in range(STEPS)]
         np.savez(mine + ".npz", w=session.get_variables(["w"])[0], losses=np.array(losses))
+    elif program == "renamed":  # the same collectives under other node names: they join and run
+        _, x, y = sgd_data()
+        session.add_graph(0, sgd_graph(GLOBAL_BATCH // n, n, hcom_name="grad_sum" if r == 0 else f"allreduce_{r}"))
+        session.run_graph(0, [x[:GLOBAL_BATCH // n], y[:GLOBAL_BATCH // n]])
+        np.savez(mine + ".npz", w=session.get_variables(["w"])[0])
     elif program in ("early_exit", "stuck"):
         session.add_graph(0, sgd_graph(GLOBAL_BATCH // n, n))
         if r == n - 1:
