@@ -18,7 +18,7 @@ ROUNDING_OPS = frozenset({
     "SoftplusGrad", "SparseSoftmaxCrossEntropyWithLogits", "SqrtGrad", "StatelessRandomNormalV2",
     "StatelessTruncatedNormalV2", "RandomStandardNormal", "TruncatedNormal", "Tan", "Tanh"})
 PRODUCT_OPS = frozenset({
-    "BatchMatMulV2", "BatchMatMulV3", "BiasAddGrad", "Cholesky", "Conv2D", "Conv2DBackpropFilter",
+    "BatchMatMulV2", "BatchMatMulV3", "BiasAddGrad", "Cholesky", "CollectiveReduceV2", "Conv2D", "Conv2DBackpropFilter",
     "Conv2DBackpropInput", "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
     "DepthwiseConv2dNativeBackpropInput", "Einsum", "FusedBatchNormGradV3", "FusedBatchNormV3", "L2Loss",
     "LogMatrixDeterminant", "MatMul", "MatrixDeterminant", "MatrixInverse", "MatrixTriangularSolve", "Mean", "Prod",

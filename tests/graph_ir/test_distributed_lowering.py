@@ -20,6 +20,7 @@ from tests.helpers import ROOT
 from tests.helpers.distributed import free_ports
 from tests.helpers.mpi import run_ranks
 
+TESTED = ("CollectiveReduceV2", "CollectiveGatherV2", "CollectiveBcastSend")  # test_family_ops.py PER_OP_TESTS
 TIMEOUT = 600
 OPTIMIZERS = ("sgd", "adam", "fused_ema_adam", "powersign")
 # An Embedding's sparse gradients: gathered across replicas (CollectiveGatherV2 in tf.cond branches -> HcomAllGather)
@@ -86,6 +87,9 @@ def two_replicas(tmp_path_factory) -> dict[str, dict]:
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_two_replicas(two_replicas, name):
     _check(two_replicas[name], 2)
+    # Keras's iterations counter, computed once for all replicas: rank 0's value broadcast on every rank
+    broadcasts = [attrs for op, attrs in two_replicas[name]["hcom"][0] if op == "HcomBroadcast"]
+    assert broadcasts and all(a["root_rank"] == 0 for a in broadcasts), two_replicas[name]["hcom"][0]
 
 
 @pytest.mark.parametrize("name", SPARSE)

@@ -116,7 +116,8 @@ def test_lowered_op_runs_like_tensorflow(name):
 PER_OP_TESTS = ("test_activation_ops", "test_conv_ops", "test_depthwise_ops", "test_grouped_conv", "test_slicing_ops",
                 "test_tile_gather", "test_random_ops", "test_tensorlist_ops", "test_lowering_control", "test_rnn_steps",
                 "test_segment_ops", "test_linalg_ops", "test_scatter_ops", "test_bucketize", "test_matrix_ops",
-                "test_math_ops", "test_fft_ops", "test_image_ops", "test_checks", "test_ctc", "test_sparse_updates")
+                "test_math_ops", "test_fft_ops", "test_image_ops", "test_checks", "test_ctc", "test_sparse_updates",
+                "test_distributed_lowering")
 
 
 def ops_tested_by(module) -> set[str]:
