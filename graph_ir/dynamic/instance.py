@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from graph_ir.dynamic.probe import PROBES
 from graph_ir.executors.folding import fold_values, known_value, popped_constant, replace_by_consts
 from graph_ir.ir.errors import GraphError
@@ -43,6 +45,17 @@ def check_template(template: Graph) -> None:
                         raise GraphError(f"{node.type} {name!r}: output_desc[{k}] says {want.dtype}"
                                          f"{list(want.shape)}, but with the unknown dims at {probe} the node "
                                          f"produces {got.dtype}{list(got.shape)}")
+
+
+def call_shapes(inputs: Sequence[Any]) -> list[tuple[int, ...]]:
+    """The shapes of a call's inputs (a ragged nested list is a ValueError naming the input)."""
+    shapes = []
+    for k, value in enumerate(inputs):
+        try:
+            shapes.append(tuple(int(d) for d in np.shape(value)))
+        except (ValueError, TypeError) as e:  # a ragged nested list
+            raise ValueError(f"input {k} is not an array of one shape and dtype: {e}") from None
+    return shapes
 
 
 def check_call_shapes(graph: Graph, shapes: Sequence[tuple[int, ...]]) -> None:
@@ -170,8 +183,7 @@ def _functional(graph: Graph, node: Node, inputs: list[Handle | None], controls:
         values = [v if body.get(i) == i else None for i, v in enumerate(values)]
     subgraphs = [_instance(g, param_desc, probe, values) for g in node.subgraph_graphs]
     given = None
-    results = [[h.desc.shape for h in g.nodes[NET_OUTPUT].inputs] for g in subgraphs if NET_OUTPUT in g.nodes]
-    if probe is not None and node.type not in control.WHILE_OPS and any(r != results[0] for r in results[1:]):
+    if probe is not None and node.type not in control.WHILE_OPS and control.branch_sizes_differ(subgraphs):
         # Branches whose sizes differ by their values (a Where in one): at the probe size where they differ, as the
         # lowering gave them (graph_ir/opset/control.py infer_functional).
         given = [_with_shape(node, [probe if d < 0 else d for d in desc.shape], k)

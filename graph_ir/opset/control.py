@@ -171,6 +171,12 @@ def _valued_branches(op: IrOp, node: str, results: list[list[TensorDesc]], given
     return True
 
 
+def branch_sizes_differ(graphs: Sequence[Any]) -> bool:
+    """Whether subgraphs (an If's or Case's branches) return results of other shapes (a Where's count in one)."""
+    results = [[h.desc.shape for h in g.nodes["NetOutput"].inputs] for g in graphs if "NetOutput" in g.nodes]
+    return any(r != results[0] for r in results[1:])
+
+
 def passed_through(graph: Any) -> dict[int, int]:
     """{result k: Data index i} where subgraph `graph` returns its input i unchanged (through Identity) as result k: a
     branch passing a value on, or a loop variable that no iteration changes (whose known value stays known)."""

@@ -28,5 +28,3 @@ def _where(op: IrOp, node: str, inputs, attrs, given: list[TensorDesc]) -> list[
 register(IrOp("Where", (IrInput("x", ALL_DTYPES),), (IrOutput("y", ("int64",)),), outputs_from="valued",
               infer=_where, doc="y = the coordinates of x's non-zero elements, in row-major order: int64 [count, "
                                 "rank(x)], the count known only from x's values (tf.where with one argument)."))
-
-VALUED_OPS = frozenset(t for t in ("Where",))

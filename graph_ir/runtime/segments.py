@@ -22,23 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from graph_ir.dynamic.instance import check_call_shapes, instantiate_part, part_input_name
+from graph_ir.dynamic.instance import call_shapes, check_call_shapes, instantiate_part, part_input_name
 from graph_ir.executors import EXECUTORS
 from graph_ir.executors.control import truth
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.graph import NET_OUTPUT, Graph
 from graph_ir.ir.nodes import Node, TensorDesc
-from graph_ir.opset.control import IF_OPS, WHILE_OPS, data_offset
+from graph_ir.opset.control import IF_OPS, WHILE_OPS, branch_sizes_differ, data_offset
 from graph_ir.runtime.planner import Plan, plan
 
 Key = tuple[str, int]
 _SOURCES = ("Variable", "Const")
-
-
-def _branch_sizes_differ(node: Node) -> bool:
-    results = [[h.desc.shape for h in g.nodes[NET_OUTPUT].inputs] for g in node.subgraph_graphs
-               if NET_OUTPUT in g.nodes]
-    return any(r != results[0] for r in results[1:])
 
 
 def is_decider(node: Node) -> bool:
@@ -48,7 +42,7 @@ def is_decider(node: Node) -> bool:
     if not node.subgraph_graphs:
         return False
     held = any(is_decider(n) for g in node.subgraph_graphs for n in g.nodes.values())
-    return held or (node.type not in WHILE_OPS and _branch_sizes_differ(node))
+    return held or (node.type not in WHILE_OPS and branch_sizes_differ(node.subgraph_graphs))
 
 
 def has_deciders(graph: Graph) -> bool:
@@ -228,12 +222,7 @@ def _wrapped(planned: Plan, wrap: Callable) -> Plan:
 def fed_view(graph: Graph, inputs: Sequence[Any]) -> Any:
     """What Session._feeds checks a call's inputs against: the graph's Data nodes at the call's shapes, after the
     shapes are checked against their descs (a known dim, the rank) by name."""
-    shapes = []
-    for k, value in enumerate(inputs):
-        try:
-            shapes.append(tuple(int(d) for d in np.shape(value)))
-        except (ValueError, TypeError) as e:  # a ragged nested list
-            raise ValueError(f"input {k} is not an array of one shape and dtype: {e}") from None
+    shapes = call_shapes(inputs)
     data = [n for n in graph.nodes.values() if n.type == "Data"]
     wanted = max((n.attrs["index"] for n in data), default=-1) + 1
     if len(shapes) != wanted:

@@ -11,10 +11,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from graph_ir.dynamic import check_call_shapes, instantiate
-from graph_ir.dynamic.instance import FED, describe_call
+from graph_ir.dynamic.instance import FED, call_shapes, describe_call
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.graph import Graph
 from graph_ir.runtime.planner import Plan, plan
@@ -36,12 +34,7 @@ class ShapePlans:
         if len(inputs) != self.inputs:
             raise ValueError(f"graph {self.template.name!r} takes {self.inputs} inputs (by Data index), got "
                              f"{len(inputs)}")
-        shapes = []
-        for k, value in enumerate(inputs):
-            try:
-                shapes.append(tuple(int(d) for d in np.shape(value)))
-            except (ValueError, TypeError) as e:  # a ragged nested list
-                raise ValueError(f"input {k} is not an array of one shape and dtype: {e}") from None
+        shapes = call_shapes(inputs)
         key = tuple(shapes)
         found = self.plans.get(key)
         if found is not None:

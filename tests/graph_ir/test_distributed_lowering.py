@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import ROOT
-from tests.helpers.distributed import free_ports
+from tests.helpers.distributed import free_ports, run_workers
 from tests.helpers.mpi import run_ranks
 
 TESTED = ("CollectiveReduceV2", "CollectiveGatherV2", "CollectiveBcastSend")  # test_family_ops.py PER_OP_TESTS
@@ -117,16 +117,8 @@ def test_multi_worker_mirrored_strategy(tmp_path):
     the worker's index); the two .air files run as a 2-rank MPI job against TF's multi-worker run."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ROOT}
     ports = ",".join(free_ports(2))
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.helpers.distributed_workers", str(i), ports,
-                                 str(tmp_path), "adam"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for i in range(2)]
-    try:
-        outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
-    finally:
-        for w in workers:
-            w.kill()
-    for w, (_, err) in zip(workers, outputs):
-        assert w.returncode == 0, err[-3000:]
+    run_workers([[sys.executable, "-m", "tests.helpers.distributed_workers", str(i), ports, str(tmp_path), "adam"]
+                 for i in range(2)], env, ROOT, TIMEOUT)
     run_ranks(2, "tests.helpers.distributed_lowering_ranks", str(tmp_path), "adam", timeout=TIMEOUT, hcom_timeout=60)
     report = json.loads((tmp_path / "adam.json").read_text())
     assert report["ranks"] == 1 and {op for op, _ in report["hcom"]} == {"HcomAllReduce"}

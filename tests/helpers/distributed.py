@@ -149,6 +149,22 @@ def single(out: str) -> None:
         _save(out, f"multiworker-reference-{name}", _custom_loop(tf.distribute.OneDeviceStrategy("/cpu:0"), name))
 
 
+def run_workers(commands: list[list[str]], env: dict, cwd: str, timeout: float) -> None:
+    """Starts each command as a process, waits for all of them within `timeout` seconds, and kills every one at the
+    end, even when a wait fails; asserts each exited with 0 (its stderr's tail as the message)."""
+    import subprocess
+
+    workers = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for c in commands]
+    try:
+        outputs = [w.communicate(timeout=timeout) for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    for w, (_, err) in zip(workers, outputs):
+        assert w.returncode == 0, err[-3000:]
+
+
 def free_ports(count: int) -> list[str]:
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:

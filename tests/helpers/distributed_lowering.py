@@ -50,12 +50,10 @@ def _scale_diff(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b))))) if a.size else 0.0
 
 
-def run(strategy, out: str, name: str) -> dict:
+def built(strategy, name: str):
+    """(model, optimizer, x, y, loss_fn): the model and optimizer made in the strategy's scope, with the slots built
+    outside the step, and data for STEPS global batches; the loss summed (divided by the global batch in the step)."""
     import keras
-    import tensorflow as tf
-
-    import graph_ir
-    from graph_ir.lowering.distributed import structure
 
     n = strategy.num_replicas_in_sync
     with strategy.scope():
@@ -63,6 +61,17 @@ def run(strategy, out: str, name: str) -> dict:
         optimizer = _optimizer(name)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    return model, optimizer, x, y, loss_fn
+
+
+def run(strategy, out: str, name: str) -> dict:
+    import tensorflow as tf
+
+    import graph_ir
+    from graph_ir.lowering.distributed import structure
+
+    n = strategy.num_replicas_in_sync
+    model, optimizer, x, y, loss_fn = built(strategy, name)
     global_batch = n * PER_REPLICA
 
     @tf.function

@@ -16,13 +16,12 @@ import sys
 
 import numpy as np
 
-from tests.helpers.distributed_lowering import PER_REPLICA, STEPS, _model_and_data, _optimizer, _tf_values
+from tests.helpers.distributed_lowering import PER_REPLICA, STEPS, _tf_values, built
 
 
 def main(index: int, ports: list[str], out: str, name: str) -> None:
     os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                                           "task": {"type": "worker", "index": index}})
-    import keras
     import tensorflow as tf
 
     import graph_ir
@@ -31,11 +30,7 @@ def main(index: int, ports: list[str], out: str, name: str) -> None:
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     n = strategy.num_replicas_in_sync
-    with strategy.scope():
-        model, x, y = _model_and_data(name, n * PER_REPLICA * STEPS)
-        optimizer = _optimizer(name)
-        optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    model, optimizer, x, y, loss_fn = built(strategy, name)
 
     @tf.function
     def step(xb, yb):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import ROOT
-from tests.helpers.distributed import OPTIMIZERS, free_ports
+from tests.helpers.distributed import OPTIMIZERS, free_ports, run_workers
 
 TIMEOUT = 300
 
@@ -57,16 +57,8 @@ def test_mirrored_strategy_equals_one_device(tmp_path):
 
 def test_multi_worker_mirrored_strategy_with_two_processes(tmp_path):
     ports = ",".join(free_ports(2))
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.helpers.distributed", "worker", str(i), ports,
-                                 str(tmp_path)], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for i in range(2)]
-    try:
-        outputs = [w.communicate(timeout=TIMEOUT) for w in workers]
-    finally:
-        for w in workers:
-            w.kill()
-    for w, (_, err) in zip(workers, outputs):
-        assert w.returncode == 0, err[-3000:]
+    run_workers([[sys.executable, "-m", "tests.helpers.distributed", "worker", str(i), ports, str(tmp_path)]
+                 for i in range(2)], _env(), ROOT, TIMEOUT)
     _run("single", str(tmp_path))
     for name in OPTIMIZERS:
         _assert_same(_weights(tmp_path, f"multiworker-reference-{name}"), _weights(tmp_path, f"multiworker-{name}"))
