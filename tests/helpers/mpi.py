@@ -46,6 +46,10 @@ def run_ranks(ranks: int, module: str, *args: str, timeout: float = 120, hcom_ti
         out, err = job.communicate()
         pytest.fail(f"{' '.join(command[1:])}: still running after {timeout} s (a hang)\nstdout:\n{out}\n"
                     f"stderr:\n{err}")
+    finally:  # whatever ended the wait (an interrupt too), nothing of the job outlives it
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
     done = subprocess.CompletedProcess(command, job.returncode, out, err)
     if check and done.returncode != 0:
         pytest.fail(f"{' '.join(command[1:])}: exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
