@@ -5,7 +5,9 @@ executor of graph_ir/executors, run through MPI's non-blocking collectives on th
 How each reduces, so that every rank ends with the same bits, run after run:
 - Integers (int8, int16, int32): MPI_Iallreduce / MPI_Ireduce_scatter_block / MPI_Ireduce with MPI_SUM, MPI_PROD,
   MPI_MAX, MPI_MIN. Integer sums and products wrap (two's complement) and are exact in any order.
-- Floats (float32, float16): as HCCL's ring does, in two steps where each element is reduced by one rank only:
+- float32 sum and product on one or two ranks: MPI_Iallreduce, which gives the rank-order result bitwise there
+  (x_0 op x_1 and x_1 op x_0 are the same bits: IEEE addition and multiplication commute).
+- Other floats (float32, float16): as HCCL's ring does, in two steps where each element is reduced by one rank only:
   MPI_Ialltoall hands rank r block r of every rank's buffer (padded to equal blocks), rank r reduces its blocks in
   rank order (x_0 op x_1 op ... op x_{N-1}, left to right), and MPI_Iallgather gives every rank every reduced
   block. float32 reduces in float32, so a sum is exactly float32's left-to-right sum of the ranks' values.
@@ -84,12 +86,19 @@ def _my_block(group: Group, x: np.ndarray, reduction: str, what: str) -> tuple[n
     return _reduce_blocks(gathered, x.dtype, reduction), block
 
 
+def _commutes_exactly(group: Group, dtype: np.dtype, reduction: str) -> bool:
+    """True when MPI's own allreduce gives the rank-order result bitwise: on two ranks a float32 sum or product is
+    x_0 op x_1 on one rank and x_1 op x_0 on the other, the same bits because IEEE addition and multiplication
+    commute. (max and min stay ours: MPI's do not propagate NaN. Two NaNs of different payloads may keep either.)"""
+    return group.size <= 2 and dtype == np.float32 and reduction in ("sum", "prod")
+
+
 def all_reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     """HcomAllReduce: the reduction of every rank's x, on every rank (see the module docstring)."""
     from mpi4py import MPI
 
     group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" or _commutes_exactly(group, x.dtype, reduction):
         y = np.empty_like(x, order="C")
         bounded(group, group.comm.Iallreduce(np.ascontiguousarray(x), y, op=_mpi_op(reduction)), what)
         return [y]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from graph_ir.ir.errors import GraphError
@@ -65,19 +66,23 @@ class Group:
         self.broken: str | None = None  # why the group failed, once it has
         self.pending: list[Any] = []  # this rank's status and abort messages still being sent
         self.heard: dict[int, tuple[int, str]] = {}  # rank -> (its sequence, its node) from its latest status
+        # A check posted just before the next collective (graph_ir/distributed/runs.py), which waits for it first;
+        # requests left unfinished by a failed check, kept so that MPI never writes into a freed buffer.
+        self.before_wait: Callable[[], None] | None = None
+        self.orphans: list[Any] = []
 
     def __repr__(self) -> str:
         return f"Group({self.name!r}, rank {self.rank} of {self.size}, timeout {self.timeout:g} s)"
 
-    def fail(self, message: str) -> HcomError:
-        """Marks the group broken with `message`, tells every peer (they fail with it), arranges MPI_Abort at exit,
-        and returns the error to raise."""
+    def fail(self, message: str, tell: bool = True) -> HcomError:
+        """Marks the group broken with `message`, tells every peer (they fail with it; `tell=False` when each finds
+        the failure by itself), arranges MPI_Abort at exit, and returns the error to raise."""
         from mpi4py import MPI
 
         if self.broken is None:
             self.broken = message
             data = message.encode()[:4000]
-            for peer in range(self.size):
+            for peer in range(self.size if tell else 0):
                 if peer != self.rank:
                     try:
                         self.pending.append(self.comm.Isend([data, MPI.BYTE], dest=peer, tag=ABORT_TAG))

@@ -15,8 +15,8 @@ hang HCCL's users meet (a graph recompiled on some ranks only); here it is an er
 
 Running: the session runs each graph inside running(group, digest); the Hcom executors ask current(node) for the
 group. At the first Hcom node of each run the ranks compare the digest of the graph they are running (one small
-collective per run), so that ranks running different graphs at the same time fail there, naming the ranks, instead
-of exchanging mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
+collective per run, posted just before that node's own and waited for first), so that ranks running different
+graphs at the same time fail there, naming the ranks, instead of using mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from graph_ir.distributed.group import Group, HcomError, check_timeout
+from graph_ir.distributed.group import Group, check_timeout
 from graph_ir.distributed.waiting import bounded
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.graph import Graph
@@ -138,10 +138,16 @@ def running(group: Group | None, digest: bytes | None) -> Iterator[None]:
         yield
     finally:
         _RUN.reset(token)
+        if group is not None and group.before_wait is not None:  # the run failed between the check and its
+            group.before_wait = None                              # collective: the ranks are out of step now
+            group.fail(f"rank {group.rank}: a run ended after posting its graph check, before its first Hcom "
+                       "node's collective began")
 
 
 def current(node: Node) -> Group:
-    """The running session's group, for `node`; at the run's first Hcom node the ranks check they run one graph."""
+    """The running session's group, for `node`. At the run's first Hcom node it posts the ranks' check that they run
+    one graph (an MPI_Iallgather of the graph's digest); the node's own collective, posted next, waits for that
+    check first (waiting.bounded), so the check's latency overlaps the collective's instead of adding to it."""
     run = _RUN.get()
     if run is None or run.group is None:
         raise GraphError(f"{_describe_node(node)}: {_NO_GROUP}")
@@ -152,13 +158,20 @@ def current(node: Node) -> Group:
 
         mine = np.frombuffer(run.digest or bytes(_DIGEST), np.uint8)
         digests = np.empty((group.size, _DIGEST), np.uint8)
-        bounded(group, group.comm.Iallgather([mine, MPI.BYTE], [digests, MPI.BYTE]),
-                f"{_describe_node(node)} (checking that every rank runs this graph)")
-        differ = [r for r in range(group.size) if not np.array_equal(digests[r], mine)]
-        if differ:
-            raise HcomError(f"rank {group.rank}: {_describe_node(node)}: ranks {differ} run a graph with another Hcom "
-                            "sequence in this run; every rank must run the same graph at the same time")
+        request = group.comm.Iallgather([mine, MPI.BYTE], [digests, MPI.BYTE])
+        group.before_wait = lambda: _check_digests(group, request, mine, digests, node)
     return group
+
+
+def _check_digests(group: Group, request, mine: np.ndarray, digests: np.ndarray, node: Node) -> None:
+    """Waits for the run's graph check and fails the group when some rank runs another graph: the collective posted
+    after the check is then unmatched, so the group cannot go on. Every rank sees every digest, so each fails by
+    itself, naming the others; no abort message is needed."""
+    bounded(group, request, f"{_describe_node(node)} (checking that every rank runs this graph)")
+    differ = [r for r in range(group.size) if not np.array_equal(digests[r], mine)]
+    if differ:
+        raise group.fail(f"rank {group.rank}: {_describe_node(node)}: ranks {differ} run a graph with another Hcom "
+                         "sequence in this run; every rank must run the same graph at the same time", tell=False)
 
 
 _WORLD: list[Group] = []

@@ -13,16 +13,19 @@ collective's number and those ranks. MPI's own errors (a rank's connection lost)
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from graph_ir.distributed.group import ABORT_TAG, STATUS_TAG, Group, HcomError
 
 STATUS_AFTER = 1.0  # seconds of waiting before a rank tells its peers where it waits
-# First, for SPIN seconds, tests back to back, as MPICH's blocking collectives poll (a collective whose ranks arrive
-# within a millisecond completes without a sleep's or a yield's latency, which on a loaded machine is a time slice);
-# then sleeps, doubling from FIRST_SLEEP to LONGEST_SLEEP, so that a long wait leaves the CPU to the other ranks.
-_SPIN, _FIRST_SLEEP, _LONGEST_SLEEP = 1e-3, 5e-5, 1e-3
+# How a rank waits: first, for _SPIN seconds, it tests back to back, as MPICH's blocking collectives poll (a collective
+# whose ranks arrive close together completes without a sleep's latency); then, until _YIELD_FOR seconds, it tests
+# and yields the CPU (sched_yield) between tests, which keeps the latency of a test while letting a peer that shares
+# the core run (a sleep, on a loaded machine, costs a time slice); then it sleeps, doubling from _FIRST_SLEEP to
+# _LONGEST_SLEEP, so that a long wait leaves the CPU to the other ranks.
+_SPIN, _YIELD_FOR, _FIRST_SLEEP, _LONGEST_SLEEP = 1e-3, 0.05, 5e-5, 1e-3
 
 
 def bounded(group: Group, request: Any, what: str) -> None:
@@ -30,12 +33,19 @@ def bounded(group: Group, request: Any, what: str) -> None:
     group's timeout; see the module docstring. Counts the collective in group.sequence."""
     from mpi4py import MPI
 
+    check, group.before_wait = group.before_wait, None
+    if check is not None:  # posted before `request`: completed first, as every rank posted the two in that order
+        try:
+            check()
+        except HcomError:
+            group.orphans.append(request)
+            raise
     group.sequence += 1
     if group.broken is not None:
         raise HcomError(f"rank {group.rank}: {what}: group {group.name!r} failed earlier: {group.broken}")
     start = time.monotonic()
     deadline, announce = start + group.timeout, start + min(STATUS_AFTER, group.timeout / 4)
-    sleep, spin_until, announced = _FIRST_SLEEP, start + _SPIN, False
+    sleep, spin_until, yield_until, announced = _FIRST_SLEEP, start + _SPIN, start + _YIELD_FOR, False
     try:
         while not request.Test():
             now = time.monotonic()
@@ -47,6 +57,9 @@ def bounded(group: Group, request: Any, what: str) -> None:
                 announced = True
             if now >= deadline:
                 raise group.fail(_timeout_message(group, what, now - start))
+            if now < yield_until:
+                os.sched_yield()
+                continue
             time.sleep(sleep)
             sleep = min(sleep * 2, _LONGEST_SLEEP)
     except MPI.Exception as e:

@@ -194,7 +194,11 @@ class _Split:
             root = self.replicas.first_rank + self.k if node.op in SENDS else self._sender(node)
             if root is not None:
                 new.attr[ROOT_ATTR].i = root
-        inputs = list(dict.fromkeys(self._aliased(self._control(t)) for t in new.input if self._control(t)))
+        rewritten = [self._aliased(self._control(t)) for t in new.input if self._control(t)]
+        # a data input may repeat (Mul(x, x), a While carrying x beside a loop variable made from it); a control one
+        # once is enough
+        inputs = [t for t in rewritten if not t.startswith("^")] + list(dict.fromkeys(t for t in rewritten
+                                                                                      if t.startswith("^")))
         inputs += [t for t in self._reads_before(node) if t not in inputs]
         if self.replica[node.name] is not None:
             inputs = [self._broadcast(t, extra) if not t.startswith("^") and

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tensorflow.core.framework import types_pb2
+
 from graph_ir.lowering.ops.hcom import COLLECTIVES, GATHERS, REDUCES, SPMD_ATTR
 
 _KEPT = {**{op: 2 for op in (*REDUCES, *GATHERS)}, "CollectiveBcastSend": 1, "CollectiveBcastSendV2": 2,
@@ -80,6 +82,41 @@ def _prune(node, library: dict[str, Any], callers: Counter) -> bool:
     return True
 
 
+def _dead_loop_variables(node, library: dict[str, Any]) -> set[int]:
+    """The loop variables of a While that nothing reads: its cond reads none of them, its body passes them through
+    unchanged and reads them nowhere else."""
+    cond, body = (library.get(node.attr[a].func.name) for a in ("cond", "body"))
+    if cond is None or body is None:
+        return set()
+    returned = {v.split(":")[0]: k for k, v in enumerate(body.ret[a.name] for a in body.signature.output_arg)}
+    dead = set(_unused(cond))
+    read = {t.lstrip("^").split(":")[0] for n in body.node_def for t in n.input}
+    return {k for k in dead if k < len(body.signature.input_arg) and
+            body.signature.input_arg[k].name not in read and returned.get(body.signature.input_arg[k].name) == k}
+
+
+def _unkey_loops(graph_def, library: dict[str, Any]) -> None:
+    """A top-level While's dead loop variables fed by a scalar Placeholder (the instance-key placeholders TF threads
+    through a loop for its collectives, which the stripped collectives no longer read) take a Const 0 instead, so
+    that the placeholder does not become an input of the rank's graph. The While's output for them must be unread."""
+    placeholders = {n.name: n for n in graph_def.node if n.op == "Placeholder"}
+    read = {t.lstrip("^") for n in graph_def.node for t in n.input}
+    for node in [n for n in graph_def.node if n.op in ("While", "StatelessWhile")]:
+        data = [t for t in node.input if not t.startswith("^")]
+        for k in sorted(_dead_loop_variables(node, library)):
+            source = placeholders.get(data[k].split(":")[0])
+            if (source is None or source.attr["dtype"].type == types_pb2.DT_RESOURCE or source.attr["shape"].shape.dim
+                    or f"{node.name}:{k}" in read or (k == 0 and node.name in read)):
+                continue
+            const = graph_def.node.add(name=f"{node.name}/unused_key_{k}", op="Const")
+            const.attr["dtype"].type = source.attr["dtype"].type
+            const.attr["value"].tensor.dtype = source.attr["dtype"].type
+            const.attr["value"].tensor.tensor_shape.SetInParent()
+            const.attr["value"].tensor.int64_val.append(0) if source.attr["dtype"].type == types_pb2.DT_INT64 else \
+                const.attr["value"].tensor.int_val.append(0)
+            node.input[list(node.input).index(data[k])] = const.name
+
+
 def function_devices(node, library: dict[str, Any], depth: int = 0) -> set[str]:
     """The devices the nodes of a functional node's functions (and of theirs, nested) are placed on."""
     names = _branches(node) + ([node.attr[a].func.name for a in ("cond", "body") if a in node.attr])
@@ -111,3 +148,4 @@ def strip_functions(graph_def, ranks: int) -> None:
             changed = _prune(node, library, callers) or changed
         if not changed:
             break
+    _unkey_loops(graph_def, library)

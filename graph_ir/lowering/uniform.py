@@ -6,7 +6,9 @@ Not the same on every rank: the Data inputs (each rank's own batch), a Const who
 graphs (a replica's own constant: tf.distribute's replica_id_in_sync_group), a Variable some node writes with such a
 value, and anything computed from these. The same again: the output of an Hcom op (every rank gets the same result).
 An If or Case whose predicate is not the same everywhere, holding an Hcom op in a branch, is refused by name; so is a
-While holding one whose inputs are not. (TensorFlow's own collectives hang the same way: cross_device_utils.py's
+While holding one whose condition is not (the condition is judged on the loop variables that stay the same on every
+rank through every iteration: a rank's own batch may ride in the loop state, as long as the trip count does not
+depend on it). (TensorFlow's own collectives hang the same way: cross_device_utils.py's
 CollectiveReplicaLauncher orders them by a token, not by the branch taken.)"""
 
 from __future__ import annotations
@@ -83,12 +85,18 @@ class _Uniformity:
                     "everywhere: compute it from all-reduced values (as Ascend's NPULossScaleOptimizer with "
                     "is_distributed=True all-reduces its overflow flag), or move the collective out of the branch")
             return ins[0] and all(all(b) for b in branches)
-        body = [self.walk(g, ins) for g in node.subgraph_graphs]
-        if not all(ins) and any(_holds_hcom(g) for g in node.subgraph_graphs):
-            raise LoweringError(f"cannot lower {where} for data-parallel ranks: its loop state is not the same on "
+        cond, body = node.subgraph_graphs  # While [cond, body]
+        state = list(ins)  # which loop variables are the same on every rank at every iteration: a fixed point
+        for _ in range(len(state) + 1):
+            after = [a and b for a, b in zip(state, self.walk(body, state))]
+            if after == state:
+                break
+            state = after
+        if not all(self.walk(cond, state)) and any(_holds_hcom(g) for g in node.subgraph_graphs):
+            raise LoweringError(f"cannot lower {where} for data-parallel ranks: its condition is not the same on "
                                 "every rank and its body runs a collective, so the ranks could run it a different "
                                 "number of times and hang in HCCL; compute the loop's bounds from all-reduced values")
-        return all(ins) and all(all(b) for b in body)
+        return all(state)
 
 
 def check_uniform_branches(graphs: list[Graph]) -> None:

@@ -60,3 +60,13 @@ def test_from_tensorflow_names_from_distributed(cases):
 def test_a_loop_around_strategy_run_is_refused_by_name(cases):
     message = cases["loop_around_run"]["refused"]
     assert "While 'while'" in message and "replicas [0, 1]" in message and "one step per call" in message
+
+
+def test_a_loop_whose_trip_count_comes_from_the_ranks_own_data_is_refused_by_name(cases):
+    message = cases["data_loop"]["refused"]
+    assert "While 'while'" in message and "condition is not the same on every rank" in message
+
+
+def test_a_counted_loop_carrying_the_ranks_own_data_lowers(cases):
+    lowered = cases["counted_loop"]["lowered"]
+    assert cases["counted_loop"]["ranks"] == 2 and "While" in lowered and "HcomAllReduce" in lowered

@@ -26,7 +26,8 @@ def _outcome(lower) -> dict:
         return {"refused": str(e)}
     graphs = graphs if isinstance(graphs, list) else [graphs]
     nodes = [n for g in (graphs[0], *graphs[0].subgraphs.values()) for n in g.nodes.values()]
-    return {"lowered": [n.type for n in nodes if n.type.startswith("Hcom") or n.type == "If"], "ranks": len(graphs),
+    return {"lowered": [n.type for n in nodes if n.type.startswith("Hcom") or n.type in ("If", "While")],
+            "ranks": len(graphs),
             "divides": sum(n.type == "RealDiv" for n in nodes)}
 
 
@@ -66,6 +67,12 @@ def main(out: str) -> None:
         "reduced_cond": stepping(lambda x: tf.cond(all_reduce(tf.reduce_sum(x, keepdims=True))[0] > 0,
                                                    lambda: all_reduce(x), lambda: x * 2.0)),
         "mean": stepping(lambda x: replica().all_reduce("MEAN", x * 3.0), how="MEAN"),
+        # loops inside the replica: the trip count from the rank's own data, or from a counter alone while the
+        # rank's data rides in the loop state
+        "data_loop": stepping(lambda x: tf.while_loop(lambda i, y: tf.reduce_sum(y) < 100.0,
+                                                      lambda i, y: (i + 1, all_reduce(y) + 1.0), (0, x))[1]),
+        "counted_loop": stepping(lambda x: tf.while_loop(lambda i, y: i < 3,
+                                                         lambda i, y: (i + 1, all_reduce(y) * 0.5 + x), (0, x))[1]),
     }
     results = {name: _outcome(lambda step=step: graph_ir.from_distributed(step, spec, strategy=strategy))
                for name, step in cases.items()}
