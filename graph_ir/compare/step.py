@@ -30,7 +30,10 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
       *inputs: the batch, arrays (the specs to trace `fn` with are theirs).
       graph: the lowered graph to run (by default from_tensorflow(fn, *specs)).
       isolated: also run each compared node on TF's values of its inputs.
-      session: the Session to run in (a new one by default); graph id 0 is added to it and removed after.
+      session: the Session to run in (a new one by default); graph id 0 is added to it and removed after. For one
+        rank of a data-parallel job, a Session joined to the group (Session(group=graph_ir.distributed.world())),
+        with `graph` the rank's graph from graph_ir.from_distributed: every rank compares at once, its Hcom nodes
+        run (and run isolated) on every rank in the same order, and never in float64.
     Returns:
       a Comparison; TF's variables are left as one step of `fn` leaves them.
     Raises:
@@ -51,7 +54,8 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
     try:
         held = {name for name in (ge for ge, _, _ in step.variables.values()) if _holds(session, name)}
         session.set_variables({ge: value for ge, value, _ in step.variables.values() if ge in held})
-        tf_run = run_step(step, arrays, {n.name for n in graph.nodes.values()})
+        tf_inputs = arrays + _call_time_values(fn, specs, step.args[len(arrays):])
+        tf_run = run_step(step, tf_inputs, {n.name for n in graph.nodes.values()})
         observer = Observer(lambda name, j: tf_run.values.get((name, j)), tf_run.op_types,
                             tolerances.node_tolerance, isolated, exact=True)
         run_observed(session, 0, arrays, observer)
@@ -64,6 +68,21 @@ def compare_step(fn: Any, *inputs: Any, graph: Graph | None = None, isolated: bo
     finally:
         session.remove_graph(0)
     return Comparison(rows)
+
+
+def _call_time_values(fn: Any, specs: list, names: list[str]) -> list[np.ndarray]:
+    """The values of the step's inputs beyond its batch that TF computes at each call: the instance keys of a
+    multi-worker strategy's collectives (FuncGraph.capture_call_time_value in cross_device_utils.py), which the
+    lowering drops with the collectives' keys. Every worker calls them in the same order, so the keys agree."""
+    if not names:
+        return []
+    concrete = fn.get_concrete_function(*specs) if hasattr(fn, "get_concrete_function") else fn
+    graph = concrete.graph
+    closures = {t.op.name: (t, c) for t, c in zip(graph.deferred_internal_captures, graph.deferred_external_captures)}
+    missing = [name for name in names if name not in closures]
+    if missing:
+        raise ValueError(f"compare_step: the step takes inputs {missing} beyond the {len(specs)} given")
+    return [np.asarray(closures[name][1]()).reshape(closures[name][0].shape) for name in names]
 
 
 def _holds(session: Session, name: str) -> bool:

@@ -138,6 +138,9 @@ def worker(index: int, ports: list[str], out: str) -> None:
         weights = _custom_loop(strategy, name)
         if index == 0:
             _save(out, f"multiworker-{name}", weights)
+        # train_step called outside strategy.scope(), each worker on the whole batch: every worker's weights. (Keras
+        # 3's fit under this strategy fails for Keras's own optimizers too, converting a PerReplica batch to a tensor.)
+        _save(out, f"multiworker-outside-{name}-w{index}", _outside_scope(strategy, name))
 
 
 def single(out: str) -> None:
@@ -146,7 +149,9 @@ def single(out: str) -> None:
     import tf_plugin  # noqa: F401
 
     for name in OPTIMIZERS:
-        _save(out, f"multiworker-reference-{name}", _custom_loop(tf.distribute.OneDeviceStrategy("/cpu:0"), name))
+        one = tf.distribute.OneDeviceStrategy("/cpu:0")
+        _save(out, f"multiworker-reference-{name}", _custom_loop(one, name))
+        _save(out, f"multiworker-outside-reference-{name}", _outside_scope(one, name))
 
 
 def run_workers(commands: list[list[str]], env: dict, cwd: str, timeout: float) -> None:

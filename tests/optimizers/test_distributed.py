@@ -62,6 +62,10 @@ def test_multi_worker_mirrored_strategy_with_two_processes(tmp_path):
     _run("single", str(tmp_path))
     for name in OPTIMIZERS:
         _assert_same(_weights(tmp_path, f"multiworker-reference-{name}"), _weights(tmp_path, f"multiworker-{name}"))
+        # apply_gradients outside strategy.scope() (tf.function(lambda x, y: model.train_step((x, y)))), either worker
+        reference = _weights(tmp_path, f"multiworker-outside-reference-{name}")
+        for index in range(2):
+            _assert_same(reference, _weights(tmp_path, f"multiworker-outside-{name}-w{index}"))
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
