@@ -5,7 +5,8 @@ In this process (no MPI started): the ops' registrations (names, inputs, attribu
 their shape functions, the wrappers' signatures (npu_bridge.hccl.hccl_ops's), the refusal without a group, and the
 1:1 lowering (graph_ir.from_tensorflow: GE nodes of the same type and attributes). As a 2-rank MPI job
 (tests/helpers/hccl_tf_ranks.py): every collective against NumPy, bitwise, the collectives of one tf.function chained
-in program order, and the refusals naming the op and the attribute. The ported training script against
+in program order, the allreduce gradient, and the refusals naming the op and the attribute; ranks issuing different
+collectives, and a rank that left, fail naming the ranks (slow). The ported training script against
 MirroredStrategy and its lowering under graph_ir.Session: tests/distributed/test_hccl_tf_training.py.
 """
 
@@ -13,13 +14,18 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import re
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import graph_ir
-from tests.helpers import hccl_tf_ranks
+from tests.helpers import ROOT, hccl_tf_ranks
 from tests.helpers.mpi import run_ranks
 from tf_plugin import _loader
 from tf_plugin.hccl import engine, hccl_ops
@@ -140,5 +146,60 @@ def test_every_collective_on_two_ranks_matches_numpy(tmp_path):
                "to 1" in errors["root_rank"]
         assert "HcomReduceScatter 'HcomReduceScatter': input's dim 0 (3) must be a multiple of attribute " \
                "'rank_size' (2)" in errors["dim0"]
+    assert results[0]["grad"].tobytes() != results[1]["grad"].tobytes()  # each rank its own x's gradient
     shared = [c[0] for c in hccl_tf_ranks.CASES if c[1] != "reduce_scatter"] + ["eager", "bc_0", "bc_1", "bc_2"]
     assert all(results[0][n].tobytes() == results[1][n].tobytes() for n in shared)
+
+
+def test_the_gradient_is_the_adapters():
+    """d/dx sum(allreduce(x)): allreduce(dy, "sum", fusion=0), in the same group."""
+
+    @tf.function
+    def grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = hccl_ops.allreduce(x * x, "max")
+        return tape.gradient(y, x)
+
+    ops = [op for op in grad.get_concrete_function(tf.TensorSpec([3])).graph.get_operations()
+           if op.type == "HcomAllReduce"]
+    assert [(op.get_attr("reduction"), op.get_attr("fusion"), op.get_attr("fusion_id")) for op in ops] == \
+        [(b"max", 1, -1), (b"sum", 0, -1)]
+    assert ops[0] in ops[1].control_inputs  # chained in program order, the gradient after the forward collective
+
+
+def test_without_the_engine_the_kernel_names_the_op():
+    """A process that loads the ops (import tf_plugin) but never imports tf_plugin.hccl."""
+    code = ("import tensorflow as tf, tf_plugin\n"
+            "try:\n"
+            "    tf_plugin.op_library.hcom_all_reduce(input=tf.ones([2]), reduction='sum', group='hccl_world_group',"
+            " fusion=0, fusion_id=-1)\n"
+            "except tf.errors.FailedPreconditionError as e:\n"
+            "    print(e.message)\n")
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert "HcomAllReduce 'HcomAllReduce': no collective engine is registered in this process: import " \
+           "tf_plugin.hccl" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_ranks_issuing_different_collectives_fail_naming_the_ranks(tmp_path):
+    run_ranks(2, "tests.helpers.hccl_tf_ranks", "mismatch", str(tmp_path), timeout=120, hcom_timeout=20)
+    errors = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
+    assert errors[0].startswith("AbortedError: ") and "rank 0: HcomAllReduce 'HcomAllReduce' (" in errors[0]
+    assert "ranks [1] issue another collective" in errors[0] and '"reduction": "sum"' in errors[0]
+    assert "rank 1: HcomAllReduce 'HcomAllReduce'" in errors[1] and "ranks [0] issue another collective" in errors[1]
+
+
+@pytest.mark.slow
+def test_a_rank_that_left_fails_the_other_within_the_timeout(tmp_path):
+    start = time.monotonic()
+    done = run_ranks(2, "tests.helpers.hccl_tf_ranks", "early_exit", str(tmp_path), timeout=90, hcom_timeout=3,
+                     check=False)
+    assert done.returncode != 0 and not (tmp_path / "rank1.txt").exists()
+    error = (tmp_path / "rank0.txt").read_text()
+    assert re.search(r"DeadlineExceededError: .*rank 0: HcomAllReduce 'HcomAllReduce' \(checking the ranks' "
+                     r"collectives agree\) did not complete within 3 s .*ranks not heard from \(exited, stuck, or "
+                     r"still computing\): \[1\]", error), done.stdout + done.stderr[-3000:]
+    assert time.monotonic() - start < 60

@@ -4,8 +4,12 @@ as CPU ranks, each run as every rank of a job by tests/helpers/mpi.py:
     mpiexec -n N python -m mpi4py -m tests.helpers.hccl_tf_ranks values OUT_DIR
 
 values: every case of CASES in one tf.function (the collectives chained by TF's automatic control dependencies),
-an eager allreduce, a broadcast of a list, then the refusals of ERRORS (each an eager call), then one more allreduce
-(the group still works). Rank r writes OUT_DIR/rank{r}.npz (what it got) and OUT_DIR/rank{r}.json (the error
+an eager allreduce, a broadcast of a list, the gradient of sum(allreduce(x * x)) (2 N x), then the refusals of
+ERRORS (each an eager call), then one more allreduce (the group still works).
+mismatch: rank N-1 all-reduces with "max" where the others use "sum": every rank fails (the collectives' signatures
+differ) and writes its error to OUT_DIR/rank{r}.txt.
+early_exit: rank N-1 leaves before the collective; the others time out (GRAPH_IR_HCOM_TIMEOUT), naming the op
+(their errors in OUT_DIR/rank{r}.txt too). Rank r writes OUT_DIR/rank{r}.npz (what it got) and OUT_DIR/rank{r}.json (the error
 messages, and whether each collective of the tf.function has the previous one among its control inputs).
 The training programs (the ported script, its lowering) are tests/helpers/hccl_tf_training.py.
 """
@@ -59,6 +63,7 @@ def expected(ranks: int, rank: int) -> dict[str, np.ndarray]:
             out[name] = np.split(reduced(reduction, xs), ranks)[rank]
     out["eager"] = reduced("sum", [value("eager", "float32", 5, r) for r in range(ranks)])
     out["after_errors"] = out["eager"]
+    out["grad"] = 2 * ranks * value("eager", "float32", 5, rank)
     for k in range(len(BROADCAST)):
         out[f"bc_{k}"] = broadcast_value(k, ROOT)
     return out
@@ -112,6 +117,10 @@ def values(out: str) -> None:
     got = {name: r for (name, *_), r in zip(CASES, results)}
     got.update({f"bc_{k}": results[len(CASES) + k] for k in range(len(BROADCAST))})
     got["eager"] = hccl_ops.allreduce(tf.constant(value("eager", "float32", 5, rank)), "sum").numpy()
+    x = tf.Variable(value("eager", "float32", 5, rank))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(hccl_ops.allreduce(x * x, "sum"))
+    got["grad"] = tape.gradient(loss, x).numpy()
     messages = _errors(hccl_ops, tf, size)
     got["after_errors"] = hccl_ops.allreduce(tf.constant(value("eager", "float32", 5, rank)), "sum").numpy()
     np.savez(os.path.join(out, f"rank{rank}.npz"), **got)
@@ -119,5 +128,26 @@ def values(out: str) -> None:
         json.dump({"errors": messages, "chained": chained, "collectives": len(hcom)}, f)
 
 
+def failing(program: str, out: str) -> None:
+    import tensorflow as tf
+
+    from graph_ir.distributed import world
+    from tf_plugin.hccl import hccl_ops
+
+    group = world()
+    last = group.rank == group.size - 1
+    if program == "early_exit" and last:
+        sys.exit(0)
+    try:
+        hccl_ops.allreduce(tf.ones([3]), "max" if program == "mismatch" and last else "sum")
+    except tf.errors.OpError as e:
+        with open(os.path.join(out, f"rank{group.rank}.txt"), "w") as f:
+            f.write(f"{type(e).__name__}: {e.message}")
+        sys.exit(0 if program == "mismatch" else 1)
+
+
 if __name__ == "__main__":
-    {"values": values}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "values":
+        values(sys.argv[2])
+    else:
+        failing(sys.argv[1], sys.argv[2])
