@@ -30,6 +30,8 @@ OP_SOURCES = KERNEL_SOURCES + [
     "tf_plugin/cc/op_kernels/fused_ema_adam_kernels.cc",
     "tf_plugin/cc/ops/multi_tensor_ops.cc",
     "tf_plugin/cc/op_kernels/multi_tensor_kernels.cc",
+    "tf_plugin/cc/ops/hccl_ops.cc",
+    "tf_plugin/cc/op_kernels/hccl_kernels.cc",
     "tf_plugin/cc/isa_info.cc",
 ]
 # The C++ registrations and attribute checks generated from op_spec (op_spec/codegen.py), included as

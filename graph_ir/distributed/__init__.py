@@ -6,7 +6,8 @@ tensors through MPI, as HCCL does between Ascend devices.
     session = graph_ir.Session(group=graph_ir.distributed.world())   # launched as: mpiexec -n 2 python step.py
 
 Modules: group (the Group, HcomError, the timeout), waiting (bounded waits on non-blocking collectives), runs
-(world(); a graph joining the group; the group a run sees), collectives (the Hcom executors). docs/distributed.md
+(world(); a graph joining the group; the group a run sees), collectives (the collectives on arrays, and the
+Hcom executors running them; tf_plugin.hccl's TF kernels run them too). docs/distributed.md
 tells how to launch, what happens when a rank fails, and what each op computes here.
 """
 

@@ -1,6 +1,8 @@
-"""The Hcom ops' executors (graph_ir/opset/hcom.py has their prototypes): `fn(node, args) -> outputs`, as every
-executor of graph_ir/executors, run through MPI's non-blocking collectives on the running session's group
-(graph_ir/distributed/runs.py) with bounded waits (graph_ir/distributed/waiting.py).
+"""The Hcom collectives over MPI's non-blocking collectives, with bounded waits (graph_ir/distributed/waiting.py), on
+arrays: `fn(group, what, arrays, attrs) -> outputs` (ON_ARRAYS). Two callers run them, so that there is one engine:
+the GE executors (EXECUTORS: `fn(node, args) -> outputs`, as every executor of graph_ir/executors, on the running
+session's group, graph_ir/distributed/runs.py; graph_ir/opset/hcom.py has their prototypes) and tf_plugin's CPU
+kernels of the TF ops HcomAllReduce, HcomAllGather, HcomBroadcast and HcomReduceScatter (tf_plugin/hccl/engine.py).
 
 How each reduces, so that every rank ends with the same bits, run after run:
 - Integers (int8, int16, int32): MPI_Iallreduce / MPI_Ireduce_scatter_block / MPI_Ireduce with MPI_SUM, MPI_PROD,
@@ -40,18 +42,16 @@ def _what(node: Node) -> str:
     return f"{node.type} {node.name!r}"
 
 
-def _start(node: Node) -> Group:
-    """The running session's group, after the checks every collective makes first."""
-    group = current(node)
-    check_aborts(group, _what(node))
-    for attr in ("rank_size",):
-        if attr in node.attrs and node.attrs[attr] != group.size:
-            raise HcomError(f"rank {group.rank}: {_what(node)}: attribute 'rank_size' is {node.attrs[attr]}, but "
-                            f"group {group.name!r} has {group.size} ranks")
-    if "root_rank" in node.attrs and not node.attrs["root_rank"] < group.size:
-        raise HcomError(f"rank {group.rank}: {_what(node)}: root_rank {node.attrs['root_rank']} is not a rank of "
+def check_group(group: Group, what: str, attrs: dict) -> None:
+    """The checks every collective makes first: the group not broken, `rank_size` its size, `root_rank` one of its
+    ranks (HcomError naming this rank and `what`, the op and its node)."""
+    check_aborts(group, what)
+    if "rank_size" in attrs and attrs["rank_size"] != group.size:
+        raise HcomError(f"rank {group.rank}: {what}: attribute 'rank_size' is {attrs['rank_size']}, but "
+                        f"group {group.name!r} has {group.size} ranks")
+    if "root_rank" in attrs and not 0 <= attrs["root_rank"] < group.size:
+        raise HcomError(f"rank {group.rank}: {what}: root_rank {attrs['root_rank']} is not a rank of "
                         f"group {group.name!r} ({group.size} ranks)")
-    return group
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
@@ -93,11 +93,15 @@ def _commutes_exactly(group: Group, dtype: np.dtype, reduction: str) -> bool:
     return group.size <= 2 and dtype == np.float32 and reduction in ("sum", "prod")
 
 
-def all_reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+# The collectives on arrays: fn(group, what, arrays, attrs) -> outputs, `what` naming the op and its node in errors.
+# The GE executors (below) and tf_plugin's TF kernels (tf_plugin/hccl/engine.py) both run these.
+
+
+def all_reduce_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomAllReduce: the reduction of every rank's x, on every rank (see the module docstring)."""
     from mpi4py import MPI
 
-    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
+    x, reduction = args[0], attrs["reduction"]
     if x.dtype.kind != "f" or _commutes_exactly(group, x.dtype, reduction):
         y = np.empty_like(x, order="C")
         bounded(group, group.comm.Iallreduce(np.ascontiguousarray(x), y, op=_mpi_op(reduction)), what)
@@ -108,10 +112,10 @@ def all_reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [everything[:x.size].reshape(x.shape)]
 
 
-def reduce_scatter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
-    """HcomReduceScatter: block `rank` (along dim 0) of the reduction of every rank's x."""
-    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
-    shape = node.output_descs[0].shape
+def reduce_scatter_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
+    """HcomReduceScatter: block `rank` (along dim 0) of the reduction of every rank's x (dim 0 a multiple of N)."""
+    x, reduction = args[0], attrs["reduction"]
+    shape = (x.shape[0] // group.size, *x.shape[1:])
     if x.dtype.kind != "f":
         y = np.empty(shape, x.dtype)
         bounded(group, group.comm.Ireduce_scatter_block(np.ascontiguousarray(x), y, op=_mpi_op(reduction)), what)
@@ -120,14 +124,12 @@ def reduce_scatter(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [mine.reshape(shape)]
 
 
-def reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+def reduce_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomReduce: the reduction on rank root_rank; the other ranks' y is their own x."""
     from mpi4py import MPI
 
-    group, x, reduction, what = _start(node), args[0], node.attrs["reduction"], _what(node)
-    root = node.attrs["root_rank"]
+    x, reduction, root = np.ascontiguousarray(args[0]), attrs["reduction"], attrs["root_rank"]
     here = group.rank == root
-    x = np.ascontiguousarray(x)
     if x.dtype.kind != "f":
         y = np.empty_like(x) if here else None
         bounded(group, group.comm.Ireduce(x, y, op=_mpi_op(reduction), root=root), what)
@@ -138,24 +140,23 @@ def reduce(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
     return [_reduce_blocks(gathered, x.dtype, reduction).reshape(x.shape) if here else x.copy()]
 
 
-def all_gather(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+def all_gather_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomAllGather: every rank's x, concatenated along dim 0 in rank order."""
     from mpi4py import MPI
 
-    group, x = _start(node), args[0]
-    y = np.empty(node.output_descs[0].shape, x.dtype)
-    bounded(group, group.comm.Iallgather([_bytes(x), MPI.BYTE], [_bytes(y), MPI.BYTE]), _what(node))
+    x = args[0]
+    y = np.empty((x.shape[0] * group.size, *x.shape[1:]), x.dtype)
+    bounded(group, group.comm.Iallgather([_bytes(x), MPI.BYTE], [_bytes(y), MPI.BYTE]), what)
     return [y]
 
 
-def broadcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+def broadcast_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomBroadcast: y_k = rank root_rank's x_k, every tensor of the list in one MPI_Ibcast."""
     from mpi4py import MPI
 
-    group, root = _start(node), node.attrs["root_rank"]
     sizes = [a.nbytes for a in args]
     packed = np.concatenate([_bytes(a) for a in args]) if args else np.empty(0, np.uint8)
-    bounded(group, group.comm.Ibcast([packed, MPI.BYTE], root=root), _what(node))
+    bounded(group, group.comm.Ibcast([packed, MPI.BYTE], root=attrs["root_rank"]), what)
     outputs, offset = [], 0
     for a, size in zip(args, sizes):
         part = packed[offset:offset + size]
@@ -163,6 +164,24 @@ def broadcast(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
         outputs.append(part.view(a.dtype).reshape(a.shape))
         offset += size
     return outputs
+
+
+ON_ARRAYS = {"HcomAllReduce": all_reduce_arrays, "HcomReduceScatter": reduce_scatter_arrays,
+             "HcomReduce": reduce_arrays, "HcomAllGather": all_gather_arrays, "HcomBroadcast": broadcast_arrays}
+
+
+def _executor(op_type: str):
+    """The GE executor of `op_type`: the running session's group (after the checks), then the array function."""
+    run = ON_ARRAYS[op_type]
+
+    def execute(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:
+        group, what = current(node), _what(node)
+        check_group(group, what, node.attrs)
+        return run(group, what, args, node.attrs)
+
+    execute.__name__ = execute.__qualname__ = f"execute_{op_type}"
+    execute.__doc__ = run.__doc__
+    return execute
 
 
 def _float_workspace(node: Node) -> int:
@@ -174,5 +193,4 @@ def _float_workspace(node: Node) -> int:
 # Working memory beyond inputs and outputs (graph_ir/executors WORKSPACE): HcomReduce's root gathers N copies of x,
 # N unknown when the graph is planned; it is not listed.
 WORKSPACE = {"HcomAllReduce": _float_workspace, "HcomReduceScatter": _float_workspace}
-EXECUTORS = {"HcomAllReduce": all_reduce, "HcomReduceScatter": reduce_scatter, "HcomReduce": reduce,
-             "HcomAllGather": all_gather, "HcomBroadcast": broadcast}
+EXECUTORS = {op_type: _executor(op_type) for op_type in ON_ARRAYS}

@@ -28,6 +28,9 @@ GRAPH_IR_LAYERS = [
 ]
 MAX_LINES = 300
 TF_LOWERING = ("graph_ir.lowering", "graph_ir.compare", "graph_ir.cli")  # after both faces
+# tf_plugin's HCCL ops run graph_ir's MPI engine (one engine for the TF kernels and graph_ir.Session): tf_plugin.hccl
+# may import graph_ir.distributed and the Hcom prototypes' constants, which import no TensorFlow.
+TF_HCCL, HCCL_ENGINE = "tf_plugin.hccl", ("graph_ir.distributed", "graph_ir.opset.hcom")
 
 
 def _modules() -> dict[str, str]:
@@ -124,7 +127,8 @@ def test_imports_run_one_way():
                 # The faces stand side by side; the TF lowering (and what runs it) comes after both: it may load the
                 # TF face's op library, which SavedModels trained with our optimizers hold ops of.
                 after_both = module.startswith(TF_LOWERING) and other == "tf_plugin"
-                assert other == "op_spec" or after_both, \
+                engine = module.startswith(TF_HCCL) and dep.startswith(HCCL_ENGINE)
+                assert other == "op_spec" or after_both or engine, \
                     f"{module} imports {dep}: tf_plugin and graph_ir stand side by side"
             elif package == "graph_ir" and module != "graph_ir":
                 is_lowering = module.startswith("graph_ir.lowering")

@@ -13,6 +13,11 @@ split keeps the data input (and `group_size`, `shape`) and drops the rest, marki
   computes for all, such as Keras's iterations counter). TF's CollectiveBcastSendV2 and CollectiveBcastRecv(V2) are
   refused until a test covers them beside TF.
 
+Ascend's TF adapter's own collective ops (hicann/tensorflow tf_adapter/ops/hccl/hccl_ops.cc; tf_plugin.hccl's on CPU:
+tf_plugin/cc/ops/hccl_ops.cc), HcomAllReduce, HcomAllGather, HcomBroadcast and HcomReduceScatter, are GE's ops
+already: each lowers 1:1 (ADAPTER_OPS), the same type, inputs and attributes, with graph_ir.from_tensorflow (the step
+is one rank's already); the session checks `group`, `rank_size` and `root_rank` against its group at add_graph.
+
 Group: `group_size` must be every rank (graph_ir runs HCCL's world group only, "hccl_world_group"). A collective
 without the mark (a step lowered whole with graph_ir.from_tensorflow) is refused, naming from_distributed.
 """
@@ -114,6 +119,24 @@ def _send(ctx, node, inputs):
                                                   "fusion_id": -1})
 
 
+ADAPTER_OPS = {"HcomAllReduce": ("reduction", "group", "fusion", "fusion_id"),
+               "HcomAllGather": ("rank_size", "group", "fusion", "fusion_id"),
+               "HcomBroadcast": ("root_rank", "group", "fusion", "fusion_id"),
+               "HcomReduceScatter": ("reduction", "group", "rank_size", "fusion", "fusion_id")}
+
+
+def _adapter(ge_type: str):
+    """The 1:1 lowering of the adapter's TF op `ge_type`: its data inputs and its attributes, by name."""
+
+    @maps_to(ge_type)
+    def lower(ctx, node, inputs):
+        node_ = _hcom(ctx, ge_type, list(inputs), {a: tf_attr(node, a) for a in ADAPTER_OPS[ge_type]})
+        return [node_.output(k) for k in range(len(inputs))] if ge_type == "HcomBroadcast" else node_
+
+    return lower
+
+
 # TF's own broadcasts other than the sender V1 (what the split makes for a value one replica computes for all) have
 # no test beside TF yet: refused by name until one covers them.
-LOWERINGS = {**{op: _reduce for op in REDUCES}, **{op: _gather for op in GATHERS}, "CollectiveBcastSend": _send}
+LOWERINGS = {**{op: _reduce for op in REDUCES}, **{op: _gather for op in GATHERS}, "CollectiveBcastSend": _send,
+             **{op: _adapter(op) for op in ADAPTER_OPS}}
