@@ -1,5 +1,6 @@
 """graph_ir.from_distributed on custom-loop steps under MirroredStrategy (2 and 4 logical CPUs, in a subprocess:
-tests/helpers/distributed_lowering.py): one GE graph per rank, no TF collective left, Hcom ops of the world group,
+tests/helpers/distributed_lowering.py; the model kinds of tests/helpers/distributed_cases.py, slow): one GE graph per
+rank, no TF collective left, Hcom ops of the world group,
 the ranks' graphs the same structure with the same Variable names, .air files that load, missing_ops empty; and K
 steps of the rank graphs' .air files run as an MPI job (mpiexec -n N, graph_ir/distributed's Hcom engine:
 tests/helpers/distributed_lowering_ranks.py) against TF's own MirroredStrategy run: each rank's loss and every
@@ -216,8 +217,9 @@ def test_mixed_float16_skips_the_step_tf_skips(kinds):
 
 @pytest.mark.slow
 def test_keras_fit(kinds):
-    """Keras's train_step as model.fit runs it (strategy.run, then reduce_per_replica's mean of the stacked logs: an
-    all-gather) against TF's model.fit on the same batches; the loss tracker's sums are per rank, as TF's."""
+    """The tf.function model.fit runs for each batch (Keras's one_step_on_data: strategy.run(train_step), then
+    reduce_per_replica's mean of the stacked logs: an all-gather), lowered, against TF's model.fit on the same
+    batches (the logs' loss after each); the loss tracker's sums are per rank, as TF's are per replica."""
     report = kinds["fit_sgd"]
     assert "HcomAllGather" in {op for op, _ in report["hcom"][0]}
     assert sorted(n.split("/")[-1] for n in report["per_replica"]) == ["count", "total"]

@@ -12,12 +12,14 @@ Keras's fit, TF's own run through model.fit.
 - "transformer_adam": MultiHeadAttention + LayerNormalization + Dense feed-forward (a transformer encoder block), Adam.
 - "mixed_loss_scale": mixed_float16 with Keras's LossScaleOptimizer(SGD); its initial scale overflows the float16
   gradients of the first step, which every replica then skips (the scale halves).
-- "fit_sgd": Keras's train_step as model.fit runs it (keras/src/backend/tensorflow/trainer.py _make_function's
-  one_step_on_data: strategy.run(train_step), reduce_per_replica "auto"), against TF's model.fit on the same batches.
+- "fit_sgd": the very tf.function model.fit runs for each batch (keras/src/backend/tensorflow/trainer.py
+  _make_function's one_step_on_data: strategy.run(train_step), then reduce_per_replica "auto"), lowered, then run by
+  TF's model.fit on the same batches.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -115,15 +117,12 @@ def step(name: str, strategy, model, opt, loss_fn, global_batch: int):
     """The tf.function a user writes for case `name`: (x, y) of each replica -> the global batch's loss."""
     import tensorflow as tf
 
-    if name == "fit_sgd":
-        from keras.src.backend.tensorflow.trainer import reduce_per_replica
-
-        @tf.function
-        def fit_step(xb, yb):  # keras/src/backend/tensorflow/trainer.py _make_function's one_step_on_data
-            logs = strategy.run(model.train_step, args=((xb, yb),))
-            return reduce_per_replica(logs, strategy, reduction="auto")["loss"]  # "auto": the replicas' mean
-
-        return fit_step
+    if name == "fit_sgd":  # the tf.function model.fit runs for each batch (steps_per_execution 1)
+        model.make_train_function()
+        # keras/src/backend/tensorflow/trainer.py _make_function: train_function(iterator) calls one_step_on_data,
+        # _autoconvert_optionals's functools.wraps around the tf.function strategy.run(train_step) +
+        # reduce_per_replica(logs, "auto"); Keras has no public handle on it
+        return inspect.getclosurevars(model.train_function).nonlocals["one_step_on_data"].__wrapped__
 
     def replica_fn(xb, yb):
         with tf.GradientTape() as tape:
@@ -145,6 +144,11 @@ def step(name: str, strategy, model, opt, loss_fn, global_batch: int):
         return strategy.reduce("SUM", strategy.run(replica_fn, args=(xb, yb)), axis=None)
 
     return custom_step
+
+
+def arguments(name: str, xb: Any, yb: Any) -> tuple:
+    """The step's arguments for a batch: (x, y), or fit's one `data` argument (x, y)."""
+    return ((xb, yb),) if name == "fit_sgd" else (xb, yb)
 
 
 def compile_for_fit(name: str, model, opt) -> None:

@@ -94,7 +94,7 @@ def run(strategy, out: str, name: str) -> dict:
 
         return tuple(strategy.experimental_distribute_values_from_function(of))  # (PerReplica x, PerReplica y)
 
-    first = distributed(0)
+    first = cases.arguments(name, *distributed(0))
     graphs = graph_ir.from_distributed(step, *first, strategy=strategy)
     report: dict = {"ranks": len(graphs), "case": name}
     everywhere = [[n for sub in (g, *g.subgraphs.values()) for n in sub.nodes.values()] for g in graphs]
