@@ -206,7 +206,9 @@ def test_attention_key_bias_has_a_zero_gradient(kinds):
 @pytest.mark.slow
 def test_mixed_float16_skips_the_step_tf_skips(kinds):
     """mixed_float16 with Keras's LossScaleOptimizer: the first step's float16 gradients overflow (its initial
-    scale), TF skips it and applies the others; every rank does the same (counters and scale equal to TF's)."""
+    scale), TF skips it and applies the others; every rank does the same (counters and scale equal to TF's). Keras's
+    step_counter counts the applies since the last skip (keras/src/optimizers/loss_scale_optimizer.py), so equal
+    counters mean the same step was skipped."""
     report = kinds["mixed_loss_scale"]
     for part in ("iteration", "dynamic_scale", "step_counter"):
         for r in range(report["ranks"]):

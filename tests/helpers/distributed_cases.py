@@ -36,10 +36,12 @@ LOSS_SCALE = 2.0 ** 18  # on 2 replicas: float16 gradients overflow at this scal
 
 
 def is_case(name: str) -> bool:
+    """Whether `name` is one of this module's cases (else tests/helpers/distributed_lowering.py's own)."""
     return name in CASES
 
 
-def _bn_model(synchronized: bool):
+def _bn_model(synchronized: bool) -> Any:
+    """Dense (its bias before the normalization: a zero gradient), BatchNormalization, ReLU, Dense on 8 features."""
     import keras
 
     keras.utils.set_random_seed(0)
@@ -47,7 +49,7 @@ def _bn_model(synchronized: bool):
         synchronized=synchronized, momentum=0.9), keras.layers.ReLU(), keras.layers.Dense(3)])
 
 
-def _transformer():
+def _transformer() -> Any:
     """An encoder block on (SEQUENCE, WIDTH) inputs, pooled to 3 classes."""
     import keras
 
@@ -70,8 +72,8 @@ def model_and_data(name: str, rows: int) -> tuple[Any, np.ndarray, np.ndarray]:
     if name in ("bn_sgd", "sync_bn_sgd"):
         return _bn_model(name == "sync_bn_sgd"), x, y
     if name == "transformer_adam":
-        tokens = np.random.default_rng(6).standard_normal((rows, SEQUENCE, WIDTH)).astype(np.float32)
-        return _transformer(), tokens, y
+        sequences = np.random.default_rng(6).standard_normal((rows, SEQUENCE, WIDTH)).astype(np.float32)
+        return _transformer(), sequences, y
     if name == "mixed_loss_scale":
         keras.mixed_precision.set_global_policy("mixed_float16")
         try:
@@ -82,7 +84,7 @@ def model_and_data(name: str, rows: int) -> tuple[Any, np.ndarray, np.ndarray]:
     return small_model(), x, y
 
 
-def zero_gradient(name: str, model) -> list[Any]:
+def zero_gradient(name: str, model: Any) -> list[Any]:
     """The variables of case `name` whose gradient is exactly zero, so that TF's runs and ours carry only rounding
     noise (tested against ZERO_GRADIENT_BOUND, not by scale): the Dense bias before BatchNormalization (the batch mean
     removes it) and the attention's key bias (softmax over the keys is invariant to q.b_k, the same for every key)."""
@@ -94,7 +96,7 @@ def zero_gradient(name: str, model) -> list[Any]:
     return []
 
 
-def per_replica(name: str, model) -> list[Any]:
+def per_replica(name: str, model: Any) -> list[Any]:
     """Variables TF keeps per replica (aggregation "none" or on-read): plain BatchNormalization's moving statistics
     (their copies differ between replicas), Keras's loss tracker (keras/src/metrics/metric.py add_variable:
     synchronization "on_read")."""
@@ -103,7 +105,8 @@ def per_replica(name: str, model) -> list[Any]:
     return list(model.metrics_variables) if name == "fit_sgd" else []
 
 
-def optimizer(name: str, replicas: int):
+def optimizer(name: str, replicas: int) -> Any:
+    """Case `name`'s optimizer (call in the strategy's scope) for `replicas` replicas."""
     import keras
 
     if name == "transformer_adam":
@@ -113,8 +116,9 @@ def optimizer(name: str, replicas: int):
     return keras.optimizers.SGD(0.1, momentum=0.9)
 
 
-def step(name: str, strategy, model, opt, loss_fn, global_batch: int):
-    """The tf.function a user writes for case `name`: (x, y) of each replica -> the global batch's loss."""
+def step(name: str, strategy: Any, model: Any, opt: Any, loss_fn: Any, global_batch: int) -> Any:
+    """The tf.function a user writes for case `name`: (x, y) of each replica -> the global batch's loss; for fit_sgd,
+    Keras's own per-batch step (its one argument: arguments() below; it returns the logs)."""
     import tensorflow as tf
 
     if name == "fit_sgd":  # the tf.function model.fit runs for each batch (steps_per_execution 1)
@@ -151,15 +155,16 @@ def arguments(name: str, xb: Any, yb: Any) -> tuple:
     return ((xb, yb),) if name == "fit_sgd" else (xb, yb)
 
 
-def compile_for_fit(name: str, model, opt) -> None:
-    """fit_sgd: the model compiled (in the strategy's scope) with the step's loss, no metrics."""
+def compile_for_fit(name: str, model: Any, opt: Any) -> None:
+    """fit_sgd: the model compiled (in the strategy's scope) with sparse categorical cross-entropy (Keras's mean over
+    the replica's rows, scaled by 1 / replicas for the all-reduce) and no metrics."""
     import keras
 
     if name == "fit_sgd":
         model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
-def fit_losses(model, x: np.ndarray, y: np.ndarray, global_batch: int, steps: int) -> list[float]:
+def fit_losses(model: Any, x: np.ndarray, y: np.ndarray, global_batch: int, steps: int) -> list[float]:
     """TF's own run: model.fit over `steps` global batches in order; after each, the logs' "loss" (Keras's loss
     tracker: the running mean over the epoch's batches, as the lowered train_step returns it)."""
     import keras
