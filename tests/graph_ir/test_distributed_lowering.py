@@ -153,10 +153,27 @@ def test_four_replicas(tmp_path):
 
 
 # Issue 46 item 4's other kinds of steps (tests/helpers/distributed_cases.py), K steps on 2 and on 4 ranks: one
-# lowering process and one MPI job per rank count for all of them.
+# lowering process and one MPI job per rank count for all of them; on 4 ranks also the kinds the default tests run on
+# 2 (sparse gradients, the float32 LossScaleOptimizer), so that every kind runs on 4 ranks too.
+AT_FOUR = ("embedding_adam", "loss_scale_sgd")
+
+
+@pytest.fixture(scope="module")
+def kind_runs(tmp_path_factory):
+    """kind_runs(n): the reports of the run on n ranks, made once."""
+    runs: dict[int, dict[str, dict]] = {}
+
+    def get(n: int) -> dict[str, dict]:
+        if n not in runs:
+            runs[n] = _run(n, tmp_path_factory.mktemp(f"kinds{n}"), CASES if n == 2 else (*CASES, *AT_FOUR))
+        return runs[n]
+
+    return get
+
+
 @pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
-def kinds(request, tmp_path_factory) -> dict[str, dict]:
-    return _run(request.param, tmp_path_factory.mktemp(f"kinds{request.param}"), CASES)
+def kinds(request, kind_runs) -> dict[str, dict]:
+    return kind_runs(request.param)
 
 
 def _value(report: dict, r: int, part: str, source: str = "results") -> np.ndarray:
@@ -225,3 +242,11 @@ def test_keras_fit(kinds):
     report = kinds["fit_sgd"]
     assert "HcomAllGather" in {op for op, _ in report["hcom"][0]}
     assert sorted(n.split("/")[-1] for n in report["per_replica"]) == ["count", "total"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AT_FOUR)
+def test_earlier_kinds_on_four_ranks(kind_runs, name):
+    report = kind_runs(4)[name]
+    _check(report, 4)
+    assert ("HcomAllGather" if name.startswith("embedding_") else "If") in {t for t in report["types"][0]}
