@@ -13,9 +13,9 @@ ops.device). Rank k's part is what replica k's outputs and stateful ops need, da
 - A MirroredVariable's per-replica components are one GE Variable, named like its primary (replica 0's) component and
   holding its value, on every rank (SPMD: the ranks' Variables have the same names); a SyncOnReadVariable's
   components are too, each rank holding its own replica's value.
-- strategy.reduce's cross-replica AddN over the replicas' values (cross_device_ops.py ReductionToOneDevice, the path of
-  MirroredStrategy._reduce_to towards the host) becomes an all-reduce "sum" of this rank's value (a CollectiveReduceV2
-  here, lowered to HcomAllReduce with the rest); MEAN's divide after it stays.
+- strategy.reduce's cross-replica AddN over the replicas' values becomes an all-reduce "sum" of this rank's value, and
+  a stack of them (Keras fit's reduce_per_replica) an all-gather (graph_ir/lowering/spmd_host.py); the reduction
+  after either stays.
 - TF's collectives keep their data input (and group_size, shape); group_key, instance_key and ordering_token go
   (graph_ir/lowering/ops/hcom.py). Broadcasts learn the sending rank from the step's CollectiveBcastSend.
 - A cross-replica tf.cond (Keras's LossScaleOptimizer's, made in merge_call) is split by rank, its predicate
@@ -36,7 +36,8 @@ from graph_ir.lowering.lowerer import Lowerer
 from graph_ir.lowering.ops.hcom import COLLECTIVES, ROOT_ATTR, SENDS, SPMD_ATTR
 from graph_ir.lowering.replicas import Replicas, container
 from graph_ir.lowering.spmd_cond import is_cross_replica, rank_cond, refuse_spanning
-from graph_ir.lowering.spmd_functions import strip, strip_functions
+from graph_ir.lowering.spmd_functions import strip, strip_functions, unique_controls
+from graph_ir.lowering.spmd_host import collective_of, cross_replica_inputs
 from graph_ir.lowering.trace import Step
 
 _PASS = ("Identity",)
@@ -67,7 +68,7 @@ class _Split:
                 self.readers.setdefault(source, set()).add(reader)
                 owner = self.replica[source]
                 if not t.startswith("^") and None not in (reader, owner) and reader != owner and \
-                        self._cross_replica_sum(node) is None:
+                        cross_replica_inputs(self, node) is None:
                     self.sources.add(t if ":" in t else f"{t}:0")
 
     def _variables(self) -> dict[str, tuple[str, np.ndarray, Any]]:
@@ -105,20 +106,11 @@ class _Split:
         name = parse_tensor(tensor)[0]
         while True:
             node = self.nodes[name]
-            if node.op in COLLECTIVES or self._cross_replica_sum(node) is not None:
+            if node.op in COLLECTIVES or cross_replica_inputs(self, node) is not None:
                 return None
             if node.op not in _PASS:
                 return self.replica[name]
             name = parse_tensor(node.input[0])[0]
-
-    def _cross_replica_sum(self, node) -> list[str] | None:
-        """The data inputs of an AddN that sums one value of each local replica (strategy.reduce), else None."""
-        count = len(self.replicas.devices)
-        data = [t for t in node.input if not t.startswith("^")]
-        if node.op != "AddN" or count < 2 or len(data) != count:
-            return None
-        owners = [self._value_replica(t) for t in data]
-        return data if sorted(o for o in owners if o is not None) == list(range(count)) else None
 
     def _foreign(self, name: str) -> bool:
         replica = self.replica.get(name)
@@ -172,19 +164,10 @@ class _Split:
         new = type(node)()
         new.CopyFrom(node)
         extra = []
-        summed = self._cross_replica_sum(node)
-        controls = [t for t in node.input if t.startswith("^")]
-        if summed is not None:
-            mine = summed[[self._value_replica(t) for t in summed].index(self.k)]
-            size = type(node)(name=f"{node.name}/group_size", op="Const")
-            size.attr["dtype"].type = tf.int32.as_datatype_enum
-            size.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.int32(self.replicas.world)))
-            new = type(node)(name=node.name, op="CollectiveReduceV2", device=node.device)
-            new.attr["T"].CopyFrom(node.attr["T"])
-            new.attr["merge_op"].s, new.attr["final_op"].s = b"Add", b"Id"
-            new.attr[SPMD_ATTR].i = self.replicas.world
-            new.input.extend([mine, size.name, *controls])
-            extra.append(size)
+        summed = cross_replica_inputs(self, node)
+        if summed is not None:  # strategy.reduce's AddN, reduce_per_replica's Pack (graph_ir/lowering/spmd_host.py)
+            new, *more = collective_of(self, node, summed[[self._value_replica(t) for t in summed].index(self.k)])
+            extra.extend(more)
         elif is_cross_replica(self, node):
             new, more, functions = rank_cond(self, node)
             extra.extend(more)
@@ -194,11 +177,7 @@ class _Split:
             root = self.replicas.first_rank + self.k if node.op in SENDS else self._sender(node)
             if root is not None:
                 new.attr[ROOT_ATTR].i = root
-        rewritten = [self._aliased(self._control(t)) for t in new.input if self._control(t)]
-        # a data input may repeat (Mul(x, x), a While carrying x beside a loop variable made from it); a control one
-        # once is enough
-        inputs = [t for t in rewritten if not t.startswith("^")] + list(dict.fromkeys(t for t in rewritten
-                                                                                      if t.startswith("^")))
+        inputs = unique_controls(self._aliased(self._control(t)) for t in new.input if self._control(t))
         inputs += [t for t in self._reads_before(node) if t not in inputs]
         if self.replica[node.name] is not None:
             inputs = [self._broadcast(t, extra) if not t.startswith("^") and

@@ -19,7 +19,7 @@ import tensorflow as tf
 from graph_ir.ir.errors import LoweringError
 from graph_ir.lowering.capture import parse_tensor
 from graph_ir.lowering.ops.hcom import ROOT_ATTR, SPMD_ATTR
-from graph_ir.lowering.spmd_functions import _drop_arguments, _unused, function_devices
+from graph_ir.lowering.spmd_functions import _drop_arguments, _unused, function_devices, unique_controls
 
 CONDS = ("If", "StatelessIf")
 
@@ -95,7 +95,7 @@ def _split_function(split, function, owners: dict[str, int | None], where: str) 
         copy = new.node_def.add()
         copy.CopyFrom(node)
         del copy.input[:]
-        copy.input.extend(dict.fromkeys([*inputs, *waits.get(node.name, [])]))
+        copy.input.extend(unique_controls([*inputs, *waits.get(node.name, [])]))
     for name in [k for k, v in new.control_ret.items() if v not in kept]:
         del new.control_ret[name]
     del new.signature.control_output[:]

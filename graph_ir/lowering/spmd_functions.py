@@ -31,6 +31,14 @@ def strip(node, ranks: int) -> None:
     node.attr[SPMD_ATTR].i = ranks
 
 
+def unique_controls(inputs) -> list[str]:
+    """A node's inputs with its control inputs made unique: a data input stays however often it comes (tf.Sub(x, x),
+    as clip_by_global_norm's `use_norm - use_norm`, tensorflow/python/ops/clip_ops.py), data inputs first as TF
+    requires."""
+    inputs = list(inputs)
+    return [*(t for t in inputs if not t.startswith("^")), *dict.fromkeys(t for t in inputs if t.startswith("^"))]
+
+
 def _branches(node) -> list[str]:
     names = []
     for attr in _BRANCHING.get(node.op, ()):

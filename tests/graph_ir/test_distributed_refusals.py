@@ -3,7 +3,8 @@ in a subprocess: tests/helpers/distributed_refusals.py): a branch around a colle
 same on every rank (a variable, an all-reduced value) and is refused, naming the If, when it is not (the rank's own
 data, its replica id), since ranks taking different branches hang in HCCL; Keras's LossScaleOptimizer under
 MirroredStrategy (one cross-replica cond holding every replica's update) lowers; from_tensorflow refuses a
-tf.distribute step, naming from_distributed."""
+tf.distribute step, naming from_distributed; a stack of the replicas' values (Keras fit's logs) is an all-gather, and a
+node reading one tensor twice keeps both inputs."""
 
 from __future__ import annotations
 
@@ -70,3 +71,15 @@ def test_a_loop_whose_trip_count_comes_from_the_ranks_own_data_is_refused_by_nam
 def test_a_counted_loop_carrying_the_ranks_own_data_lowers(cases):
     lowered = cases["counted_loop"]["lowered"]
     assert cases["counted_loop"]["ranks"] == 2 and "While" in lowered and "HcomAllReduce" in lowered
+
+
+def test_a_stack_of_the_replicas_values_is_an_all_gather(cases):
+    # Keras fit's reduce_per_replica: tf.stack of the local results in replica order (graph_ir/lowering/spmd_host.py)
+    assert cases["stacked"]["lowered"] == ["HcomAllGather"]
+    # out of replica order it is no gather: rank 0 would need replica 1's batch, refused by name
+    assert "reads argument 'x_1', which only replica 1 reads" in cases["stacked_reversed"]["refused"]
+
+
+def test_a_node_reading_one_tensor_twice_keeps_both_inputs(cases):
+    # tf.clip_by_global_norm's `use_norm - use_norm` (tensorflow/python/ops/clip_ops.py): x - x lowers
+    assert cases["same_input_twice"]["lowered"] == ["HcomAllReduce", "HcomAllReduce"]

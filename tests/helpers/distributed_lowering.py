@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from tests.helpers import distributed_cases as cases
+
 STEPS, PER_REPLICA = 3, 4
 
 
@@ -57,8 +59,13 @@ def built(strategy, name: str):
 
     n = strategy.num_replicas_in_sync
     with strategy.scope():
-        model, x, y = _model_and_data(name, n * PER_REPLICA * STEPS)
-        optimizer = _optimizer(name)
+        if cases.is_case(name):
+            model, x, y = cases.model_and_data(name, n * PER_REPLICA * STEPS)
+            optimizer = cases.optimizer(name, n)
+            cases.compile_for_fit(name, model, optimizer)
+        else:
+            model, x, y = _model_and_data(name, n * PER_REPLICA * STEPS)
+            optimizer = _optimizer(name)
         optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
     return model, optimizer, x, y, loss_fn
@@ -74,17 +81,7 @@ def run(strategy, out: str, name: str) -> dict:
     model, optimizer, x, y, loss_fn = built(strategy, name)
     global_batch = n * PER_REPLICA
 
-    @tf.function
-    def step(xb, yb):
-        def replica_fn(xb, yb):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(yb, model(xb, training=True)) / global_batch
-                scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
-            grads = tape.gradient(scaled, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-
-        return strategy.reduce("SUM", strategy.run(replica_fn, args=(xb, yb)), axis=None)
+    step = cases.step(name, strategy, model, optimizer, loss_fn, global_batch)
 
     def batch(k: int, r: int):
         first = (k * n + r) * PER_REPLICA
@@ -97,9 +94,9 @@ def run(strategy, out: str, name: str) -> dict:
 
         return tuple(strategy.experimental_distribute_values_from_function(of))  # (PerReplica x, PerReplica y)
 
-    first = distributed(0)
+    first = cases.arguments(name, *distributed(0))
     graphs = graph_ir.from_distributed(step, *first, strategy=strategy)
-    report: dict = {"ranks": len(graphs)}
+    report: dict = {"ranks": len(graphs), "case": name}
     everywhere = [[n for sub in (g, *g.subgraphs.values()) for n in sub.nodes.values()] for g in graphs]
     report["types"] = [sorted({node.type for node in nodes}) for nodes in everywhere]  # subgraphs' too
     report["hcom"] = [[(node.type, dict(node.attrs)) for node in nodes if node.type.startswith("Hcom")]
@@ -117,9 +114,12 @@ def run(strategy, out: str, name: str) -> dict:
         np.savez(os.path.join(folder, f"feeds{r}.npz"), *[a for k in range(STEPS) for a in batch(k, r)])
     report["loaded_same"] = all(structure(a) == structure(b) for a, b in zip(graphs, loaded))
     # TF's own run, from the values the graphs captured (the ranks run them: tests/helpers/distributed_lowering_ranks)
-    losses = [float(step(*distributed(k))) for k in range(STEPS)]
-    expected = _tf_values(graphs[0], [*model.variables, *optimizer.variables], n)  # {GE name: [per replica]}
+    losses = cases.fit_losses(model, x, y, global_batch, STEPS) if name == "fit_sgd" else \
+        [float(step(*distributed(k))) for k in range(STEPS)]
+    expected = _tf_values(graphs[0], [*model.variables, *optimizer.variables, *model.metrics_variables], n)
     report["compared"] = sorted(expected)
+    report["zero_gradient"] = [graphs[0].variable_name(v) for v in cases.zero_gradient(name, model)]
+    report["per_replica"] = [graphs[0].variable_name(v) for v in cases.per_replica(name, model)]
     np.savez(os.path.join(folder, "expected.npz"), losses=np.array(losses),
              **{f"v{i}_r{r}": expected[k][r] for i, k in enumerate(report["compared"]) for r in range(n)})
     return report

@@ -86,6 +86,22 @@ def main(out: str) -> None:
         return total
 
     results["loop_around_run"] = _outcome(lambda: graph_ir.from_distributed(looped, spec, strategy=strategy))
+
+    def stacked(order):  # Keras fit's reduce_per_replica: the mean of the stacked local results
+        @tf.function
+        def step(x):
+            values = strategy.experimental_local_results(strategy.run(lambda x: tf.reduce_sum(x * v), args=(x,)))
+            return tf.reduce_mean(tf.stack([values[i] for i in order]), axis=0)
+
+        return step
+
+    # each replica's own batch: a stack out of replica order would need another replica's batch on a rank
+    batch = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.fill([4], tf.cast(context.replica_id_in_sync_group, tf.float32)))
+    for name, step in {"stacked": stacked(range(N)), "stacked_reversed": stacked(reversed(range(N))),
+                       "same_input_twice": stepping(lambda x: replica().all_reduce("SUM", tf.reduce_sum(x - x) + x))
+                       }.items():
+        results[name] = _outcome(lambda step=step: graph_ir.from_distributed(step, batch, strategy=strategy))
     with strategy.scope():
         model = small_model()
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
