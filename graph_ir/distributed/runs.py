@@ -25,7 +25,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -145,33 +145,39 @@ def running(group: Group | None, digest: bytes | None) -> Iterator[None]:
 
 
 def current(node: Node) -> Group:
-    """The running session's group, for `node`. At the run's first Hcom node it posts the ranks' check that they run
-    one graph (an MPI_Iallgather of the graph's digest); the node's own collective, posted next, waits for that
-    check first (waiting.bounded), so the check's latency overlaps the collective's instead of adding to it."""
+    """The running session's group, for `node`. At the run's first Hcom node the ranks check that they run one graph
+    (post_agreement of the graph's digest, waited for just before the node's own collective)."""
     run = _RUN.get()
     if run is None or run.group is None:
         raise GraphError(f"{_describe_node(node)}: {_NO_GROUP}")
     group = run.group
     if not run.checked:
         run.checked = True
-        from mpi4py import MPI
-
-        mine = np.frombuffer(run.digest or bytes(_DIGEST), np.uint8)
-        digests = np.empty((group.size, _DIGEST), np.uint8)
-        request = group.comm.Iallgather([mine, MPI.BYTE], [digests, MPI.BYTE])
-        group.before_wait = lambda: _check_digests(group, request, mine, digests, node)
+        what = _describe_node(node)
+        post_agreement(group, run.digest or bytes(_DIGEST), f"{what} (checking that every rank runs this graph)",
+                       lambda differ: f"rank {group.rank}: {what}: ranks {differ} run a graph with another Hcom "
+                                      "sequence in this run; every rank must run the same graph at the same time")
     return group
 
 
-def _check_digests(group: Group, request, mine: np.ndarray, digests: np.ndarray, node: Node) -> None:
-    """Waits for the run's graph check and fails the group when some rank runs another graph: the collective posted
-    after the check is then unmatched, so the group cannot go on. Every rank sees every digest, so each fails by
-    itself, naming the others; no abort message is needed."""
-    bounded(group, request, f"{_describe_node(node)} (checking that every rank runs this graph)")
-    differ = [r for r in range(group.size) if not np.array_equal(digests[r], mine)]
-    if differ:
-        raise group.fail(f"rank {group.rank}: {_describe_node(node)}: ranks {differ} run a graph with another Hcom "
-                         "sequence in this run; every rank must run the same graph at the same time", tell=False)
+def post_agreement(group: Group, mine: bytes, what: str, mismatch: Callable[[list[int]], str]) -> None:
+    """Posts the ranks' check that each holds the same `mine` (an MPI_Iallgather of its sha256 digest): the next
+    collective this rank posts waits for it first (waiting.bounded), so its latency overlaps that collective's.
+    Where some ranks differ, every rank fails by itself with mismatch(those ranks); the collective posted after the
+    check is then unmatched, so the group is broken (no abort message: each rank finds it alone)."""
+    from mpi4py import MPI
+
+    digest = np.frombuffer(hashlib.sha256(mine).digest(), np.uint8)
+    digests = np.empty((group.size, _DIGEST), np.uint8)
+    request = group.comm.Iallgather([digest, MPI.BYTE], [digests, MPI.BYTE])
+
+    def check() -> None:
+        bounded(group, request, what)
+        differ = [r for r in range(group.size) if not np.array_equal(digests[r], digest)]
+        if differ:
+            raise group.fail(mismatch(differ), tell=False)
+
+    group.before_wait = check
 
 
 _WORLD: list[Group] = []

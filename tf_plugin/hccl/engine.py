@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import json
 import threading
 from typing import Any
@@ -26,7 +25,7 @@ import tensorflow as tf
 
 from graph_ir.distributed import HcomError, world
 from graph_ir.distributed.collectives import ON_ARRAYS, check_group
-from graph_ir.distributed.waiting import bounded
+from graph_ir.distributed.runs import post_agreement
 from graph_ir.opset.hcom import FUSIONS, MOVE_DTYPES, REDUCE_DTYPES, REDUCTIONS
 from tf_plugin import _loader
 
@@ -73,21 +72,15 @@ def check_request(op: str, what: str, attrs: dict, dtypes: list[str], size: int,
                          f"to {size - 1}")
 
 
-def _same_everywhere(group: Any, what: str, request: dict, dtypes: list[str]) -> None:
-    """Every rank issues this collective now: their signatures' digests compared (one 32-byte all-gather)."""
-    from mpi4py import MPI
-
+def _post_agreement(group: Any, what: str, request: dict, dtypes: list[str]) -> None:
+    """Every rank issues this collective now: the digests of their signatures compared, waited for just before the
+    collective's own wait (graph_ir/distributed/runs.py post_agreement)."""
     signed = json.dumps([request["op"], request["attrs"], dtypes, [i["shape"] for i in request["inputs"]]],
                         sort_keys=True)
-    mine = np.frombuffer(hashlib.sha256(signed.encode()).digest(), np.uint8)
-    digests = np.empty((group.size, mine.size), np.uint8)
-    bounded(group, group.comm.Iallgather([mine, MPI.BYTE], [digests, MPI.BYTE]), f"{what} (checking the ranks' "
-            "collectives agree)")
-    differ = [r for r in range(group.size) if not np.array_equal(digests[r], mine)]
-    if differ:
-        raise HcomError(f"rank {group.rank}: {what} ({signed}): ranks {differ} issue another collective (another "
-                        "op, attributes, dtype or shape) at this place of the sequence; every rank must issue the "
-                        "same collectives in the same order")
+    post_agreement(group, signed.encode(), f"{what} (checking the ranks' collectives agree)",
+                   lambda differ: f"rank {group.rank}: {what} ({signed}): ranks {differ} issue another collective "
+                                  "(another op, attributes, dtype or shape) at this place of the sequence; every rank "
+                                  "must issue the same collectives in the same order")
 
 
 def run(request: dict, inputs: list[int | None], outputs: list[int | None]) -> None:
@@ -106,9 +99,12 @@ def run(request: dict, inputs: list[int | None], outputs: list[int | None]) -> N
                         f"{group.timeout:g} s")
     try:
         check_group(group, what, attrs)
-        _same_everywhere(group, what, request, [d.name for d in dtypes])
+        _post_agreement(group, what, request, [d.name for d in dtypes])
         results = ON_ARRAYS[op](group, what, arrays, attrs)
     finally:
+        if group.before_wait is not None:  # the collective failed before its wait: the ranks are out of step now
+            group.before_wait = None
+            group.fail(f"rank {group.rank}: {what} failed after posting its agreement check")
         _LOCK.release()
     for pointer, result, shape in zip(outputs, results, request["outputs"]):
         if list(result.shape) != shape:
