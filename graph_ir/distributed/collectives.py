@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graph_ir.distributed.group import Group, HcomError
+from graph_ir.distributed.group import Group, HcomError, mpi
 from graph_ir.distributed.runs import current
 from graph_ir.distributed.waiting import bounded, check_aborts
 from graph_ir.ir.nodes import Node
@@ -33,8 +33,7 @@ _NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": n
 
 
 def _mpi_op(reduction: str):
-    from mpi4py import MPI
-
+    MPI = mpi()
     return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}[reduction]
 
 
@@ -72,8 +71,7 @@ def _reduce_blocks(blocks: np.ndarray, dtype: np.dtype, reduction: str) -> np.nd
 def _my_block(group: Group, x: np.ndarray, reduction: str, what: str) -> tuple[np.ndarray, int]:
     """This rank's block of the rank-order float reduction of every rank's x (flat, padded to N equal blocks), and
     the block length."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     n = group.size
     block = -(-x.size // n)
     if x.size == block * n:
@@ -99,8 +97,7 @@ def _commutes_exactly(group: Group, dtype: np.dtype, reduction: str) -> bool:
 
 def all_reduce_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomAllReduce: the reduction of every rank's x, on every rank (see the module docstring)."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     x, reduction = args[0], attrs["reduction"]
     if x.dtype.kind != "f" or _commutes_exactly(group, x.dtype, reduction):
         y = np.empty_like(x, order="C")
@@ -126,8 +123,7 @@ def reduce_scatter_arrays(group: Group, what: str, args: list[np.ndarray], attrs
 
 def reduce_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomReduce: the reduction on rank root_rank; the other ranks' y is their own x."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     x, reduction, root = np.ascontiguousarray(args[0]), attrs["reduction"], attrs["root_rank"]
     here = group.rank == root
     if x.dtype.kind != "f":
@@ -142,8 +138,7 @@ def reduce_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) 
 
 def all_gather_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomAllGather: every rank's x, concatenated along dim 0 in rank order."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     x = args[0]
     y = np.empty((x.shape[0] * group.size, *x.shape[1:]), x.dtype)
     bounded(group, group.comm.Iallgather([_bytes(x), MPI.BYTE], [_bytes(y), MPI.BYTE]), what)
@@ -152,8 +147,7 @@ def all_gather_arrays(group: Group, what: str, args: list[np.ndarray], attrs: di
 
 def broadcast_arrays(group: Group, what: str, args: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
     """HcomBroadcast: y_k = rank root_rank's x_k, every tensor of the list in one MPI_Ibcast."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     sizes = [a.nbytes for a in args]
     packed = np.concatenate([_bytes(a) for a in args]) if args else np.empty(0, np.uint8)
     bounded(group, group.comm.Ibcast([packed, MPI.BYTE], root=attrs["root_rank"]), what)

@@ -14,22 +14,23 @@ which version, before the graph is planned or any Variable created. Ranks runnin
 hang HCCL's users meet (a graph recompiled on some ranks only); here it is an error at add_graph.
 
 Running: the session runs each graph inside running(group, digest); the Hcom executors ask current(node) for the
-group. At the first Hcom node of each run the ranks compare the digest of the graph they are running (one small
-collective per run, posted just before that node's own and waited for first), so that ranks running different
-graphs at the same time fail there, naming the ranks, instead of using mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
+group. At the start of each run the ranks post the comparison of the digest of the graph they are running (one small
+collective per run, waited for by the run's first collective), so that ranks running different graphs at the same
+time fail there, naming the ranks, instead of using mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from graph_ir.distributed.group import Group, check_timeout
+from graph_ir.distributed.group import Group, check_timeout, mpi
 from graph_ir.distributed.waiting import bounded
 from graph_ir.ir.errors import GraphError
 from graph_ir.ir.graph import Graph
@@ -74,9 +75,18 @@ def allgather_bytes(group: Group, data: bytes, what: str) -> list[bytes]:
     return [everything[o:o + n].tobytes() for o, n in zip(offsets, lengths)]
 
 
-def join(group: Group | None, graph: Graph) -> bytes | None:
+@dataclasses.dataclass(frozen=True)
+class Joined:
+    """A graph that joined its group: the digest of its Hcom sequence, and its first Hcom node (for messages)."""
+
+    digest: bytes
+    first: str
+
+
+def join(group: Group | None, graph: Graph) -> Joined | None:
     """Checks `graph`'s Hcom nodes against `group` and the other ranks' graphs (see the module docstring); returns
-    the digest of its Hcom sequence (None for a graph without Hcom nodes, which needs no group)."""
+    what its runs need to check that every rank runs it (None for a graph without Hcom nodes, which needs no
+    group)."""
     nodes = hcom_nodes(graph)
     if not nodes:
         return None
@@ -100,7 +110,7 @@ def join(group: Group | None, graph: Graph) -> bytes | None:
     signed = [[entry for _, entry in t] for t in theirs]  # names are reported, not compared
     if any(t != signed[0] for t in signed):
         raise GraphError(_mismatch(graph, theirs))
-    return hashlib.sha256(json.dumps(signed[0], sort_keys=True).encode()).digest()
+    return Joined(hashlib.sha256(json.dumps(signed[0], sort_keys=True).encode()).digest(), _describe_node(nodes[0]))
 
 
 def _describe_node(node: Node) -> str:
@@ -120,43 +130,41 @@ def _mismatch(graph: Graph, sequences: list[list]) -> str:
             "Every rank must run the same collectives in the same order; the graph was not added on any rank")
 
 
-class _Run:
-    """The group and the running graph's digest, for the run in progress."""
-
-    def __init__(self, group: Group | None, digest: bytes | None):
-        self.group, self.digest, self.checked = group, digest, False
-
-
-_RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("graph_ir_hcom_run", default=None)
+_RUN: contextvars.ContextVar[Group | None] = contextvars.ContextVar("graph_ir_hcom_run", default=None)
 
 
 @contextlib.contextmanager
-def running(group: Group | None, digest: bytes | None) -> Iterator[None]:
-    """The Hcom executors of the run inside see `group` (None: they refuse); `digest` is join()'s."""
-    token = _RUN.set(_Run(group, digest))
+def running(group: Group | None, joined: Joined | None) -> Iterator[None]:
+    """The Hcom executors of the run inside see `group` (None: they refuse). A graph with Hcom nodes (`joined`, from
+    join) starts its run by posting the ranks' check that they all run it (post_agreement): the first collective
+    waits for it, and the work before that collective (a step's forward and backward passes) hides its latency; a
+    run that reaches no collective waits for it at its end."""
+    token = _RUN.set(group)
+    if group is not None and joined is not None:
+        rank = group.rank
+        post_agreement(group, joined.digest, f"{joined.first} (checking that every rank runs this graph)",
+                       lambda differ: f"rank {rank}: {joined.first}: ranks {differ} run a graph with another Hcom "
+                                      "sequence in this run; every rank must run the same graph at the same time")
     try:
         yield
+    except BaseException:
+        if group is not None and group.before_wait is not None:  # the run failed before any collective: the ranks
+            group.before_wait = None                             # are out of step now
+            group.fail(f"rank {group.rank}: a run failed before its first collective (its graph check is posted)")
+        raise
+    else:
+        if group is not None and group.before_wait is not None:  # no Hcom node ran: the check on its own
+            check, group.before_wait = group.before_wait, None
+            check()
     finally:
         _RUN.reset(token)
-        if group is not None and group.before_wait is not None:  # the run failed between the check and its
-            group.before_wait = None                              # collective: the ranks are out of step now
-            group.fail(f"rank {group.rank}: a run ended after posting its graph check, before its first Hcom "
-                       "node's collective began")
 
 
 def current(node: Node) -> Group:
-    """The running session's group, for `node`. At the run's first Hcom node the ranks check that they run one graph
-    (post_agreement of the graph's digest, waited for just before the node's own collective)."""
-    run = _RUN.get()
-    if run is None or run.group is None:
+    """The running session's group, for `node`."""
+    group = _RUN.get()
+    if group is None:
         raise GraphError(f"{_describe_node(node)}: {_NO_GROUP}")
-    group = run.group
-    if not run.checked:
-        run.checked = True
-        what = _describe_node(node)
-        post_agreement(group, run.digest or bytes(_DIGEST), f"{what} (checking that every rank runs this graph)",
-                       lambda differ: f"rank {group.rank}: {what}: ranks {differ} run a graph with another Hcom "
-                                      "sequence in this run; every rank must run the same graph at the same time")
     return group
 
 
@@ -165,16 +173,15 @@ def post_agreement(group: Group, mine: bytes, what: str, mismatch: Callable[[lis
     collective this rank posts waits for it first (waiting.bounded), so its latency overlaps that collective's.
     Where some ranks differ, every rank fails by itself with mismatch(those ranks); the collective posted after the
     check is then unmatched, so the group is broken (no abort message: each rank finds it alone)."""
-    from mpi4py import MPI
-
-    digest = np.frombuffer(hashlib.sha256(mine).digest(), np.uint8)
-    digests = np.empty((group.size, _DIGEST), np.uint8)
+    MPI = mpi()
+    digest = hashlib.sha256(mine).digest()
+    digests = bytearray(group.size * _DIGEST)
     request = group.comm.Iallgather([digest, MPI.BYTE], [digests, MPI.BYTE])
 
     def check() -> None:
         bounded(group, request, what)
-        differ = [r for r in range(group.size) if not np.array_equal(digests[r], digest)]
-        if differ:
+        if digests != digest * group.size:
+            differ = [r for r in range(group.size) if digests[r * _DIGEST:(r + 1) * _DIGEST] != digest]
             raise group.fail(mismatch(differ), tell=False)
 
     group.before_wait = check

@@ -17,7 +17,7 @@ import os
 import time
 from typing import Any
 
-from graph_ir.distributed.group import ABORT_TAG, STATUS_TAG, Group, HcomError
+from graph_ir.distributed.group import ABORT_TAG, STATUS_TAG, Group, HcomError, mpi
 
 STATUS_AFTER = 1.0  # seconds of waiting before a rank tells its peers where it waits
 # How a rank waits: first, for _SPIN seconds, it tests back to back, as MPICH's blocking collectives poll (a collective
@@ -31,8 +31,7 @@ _SPIN, _YIELD_FOR, _FIRST_SLEEP, _LONGEST_SLEEP = 1e-3, 0.05, 5e-5, 1e-3
 def bounded(group: Group, request: Any, what: str) -> None:
     """Waits for `request` (a collective this rank has just begun, described by `what`: the Hcom node) at most the
     group's timeout; see the module docstring. Counts the collective in group.sequence."""
-    from mpi4py import MPI
-
+    MPI = mpi()
     check, group.before_wait = group.before_wait, None
     if check is not None:  # posted before `request`: completed first, as every rank posted the two in that order
         try:
@@ -43,29 +42,36 @@ def bounded(group: Group, request: Any, what: str) -> None:
     group.sequence += 1
     if group.broken is not None:
         raise HcomError(f"rank {group.rank}: {what}: group {group.name!r} failed earlier: {group.broken}")
-    start = time.monotonic()
-    deadline, announce = start + group.timeout, start + min(STATUS_AFTER, group.timeout / 4)
-    sleep, spin_until, yield_until, announced = _FIRST_SLEEP, start + _SPIN, start + _YIELD_FOR, False
     try:
-        while not request.Test():
-            now = time.monotonic()
-            if now < spin_until:
-                continue
-            _read_messages(group, what)
-            if not announced and now >= announce:
-                _announce(group, what)
-                announced = True
-            if now >= deadline:
-                raise group.fail(_timeout_message(group, what, now - start))
-            if now < yield_until:
-                os.sched_yield()
-                continue
-            time.sleep(sleep)
-            sleep = min(sleep * 2, _LONGEST_SLEEP)
+        if not request.Test():  # most small collectives of ranks that arrive together are done by the first test
+            _wait(group, request, what)
     except MPI.Exception as e:
         raise group.fail(f"rank {group.rank}: {what}: MPI failed the collective (#{group.sequence} of group "
                          f"{group.name!r}): {e}") from None
-    _tidy(group)
+    if group.pending:
+        _tidy(group)
+
+
+def _wait(group: Group, request: Any, what: str) -> None:
+    """bounded's loop: spin, then yield, then sleep, until `request` completes or the group's timeout passes."""
+    start = time.monotonic()
+    deadline, announce = start + group.timeout, start + min(STATUS_AFTER, group.timeout / 4)
+    sleep, spin_until, yield_until, announced = _FIRST_SLEEP, start + _SPIN, start + _YIELD_FOR, False
+    while not request.Test():
+        now = time.monotonic()
+        if now < spin_until:
+            continue
+        _read_messages(group, what)
+        if not announced and now >= announce:
+            _announce(group, what)
+            announced = True
+        if now >= deadline:
+            raise group.fail(_timeout_message(group, what, now - start))
+        if now < yield_until:
+            os.sched_yield()
+            continue
+        time.sleep(sleep)
+        sleep = min(sleep * 2, _LONGEST_SLEEP)
 
 
 def check_aborts(group: Group, what: str) -> None:
@@ -77,8 +83,7 @@ def check_aborts(group: Group, what: str) -> None:
 
 
 def _receive(group: Group, tag: int) -> tuple[int, str] | None:
-    from mpi4py import MPI
-
+    MPI = mpi()
     status = MPI.Status()
     if not group.comm.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=status):
         return None
@@ -101,8 +106,7 @@ def _read_messages(group: Group, what: str) -> None:
 
 
 def _announce(group: Group, what: str) -> None:
-    from mpi4py import MPI
-
+    MPI = mpi()
     data = f"{group.sequence}\n{what}".encode()[:1000]
     for peer in range(group.size):
         if peer != group.rank:

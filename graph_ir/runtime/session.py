@@ -79,7 +79,7 @@ class Session:
         if group is not None and not isinstance(group, Group):
             raise TypeError(f"group must be a graph_ir.distributed.Group or None, got {type(group).__name__}")
         self.max_shape_plans, self.group = int(max_shape_plans), group
-        self._hcom: dict[int, bytes | None] = {}  # per graph: the digest of its Hcom sequence (runs.join)
+        self._hcom: dict[int, Any] = {}  # per graph: what its runs check the ranks by (runs.join), or None
         self.max_loop_iterations = int(max_loop_iterations)  # the most loop bodies a run executes, all Whiles
         self.max_loop_work = int(max_loop_work)  # the most elements a run's loops touch (control_flow.NODE_WORK)
         control_flow.reset_budgets(self)
@@ -100,7 +100,7 @@ class Session:
             raise GraphError(f"add_graph: graph {graph.name!r} is a subgraph of node {graph.parent_node.name!r}; add "
                              f"its root graph {graph.root.name!r}")
         graph.verify()
-        digest = hcom_runs.join(self.group, graph)  # collective when the graph has Hcom nodes: on every rank
+        joined = hcom_runs.join(self.group, graph)  # collective when the graph has Hcom nodes: on every rank
         if has_deciders(graph):  # sizes known only from values (Where): run part by part
             planned: Plan | ShapePlans | PartedGraph = PartedGraph(graph, self._max_run_bytes, self.max_shape_plans)
         elif is_template(graph):
@@ -123,7 +123,7 @@ class Session:
             self._frozen.update(graph.frozen_variables)
             self._plans[graph_id] = planned
             self._random_streams[graph_id] = {}  # its stateful random ops start at their seeds
-            self._hcom[graph_id] = digest
+            self._hcom[graph_id] = joined
 
     def remove_graph(self, graph_id: int) -> None:
         with self._lock:
