@@ -1,6 +1,9 @@
 """`python -m graph_ir compare GRAPH.air DUMPS --inputs INPUTS.npz`: a folder of CANN dump files (an NPU's) compared
 with graph_ir.Session node by node (`--write-dumps` writes the Session's own instead). A TF step is compared from
-Python (graph_ir.compare.compare_step): a command line cannot trace a tf.function."""
+Python (graph_ir.compare.compare_step): a command line cannot trace a tf.function.
+
+A rank's graph of a data-parallel job (Hcom ops) is compared under `mpiexec -n N python -m graph_ir compare ...`,
+every rank at once, "{rank}" in the graph, dumps, --inputs and --csv paths standing for the rank."""
 
 from __future__ import annotations
 
@@ -26,18 +29,23 @@ def add(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import graph_ir
+    from graph_ir.cli.run_graph import load_for_rank
     from graph_ir.compare import compare_dumps, write_dumps
 
+    graph, group, rank = load_for_rank(args.graph)
+    args.dumps, args.inputs = args.dumps.replace("{rank}", rank), args.inputs.replace("{rank}", rank)
+    args.csv = args.csv.replace("{rank}", rank) if args.csv else args.csv
+    session = graph_ir.Session(group=group)
     inputs = list(arrays.load_npz(args.inputs).values())
-    graph = graph_ir.load(args.graph)
     data = sorted(graph.nodes_of_type("Data"), key=lambda n: n.attrs.get("index", 0))
     if len(inputs) == len(data):  # a wrong count is the Session's to name
         arrays.check_dtypes(data, inputs, [f"{args.inputs!r} array {k}" for k in range(len(inputs))])
     if args.write_dumps:
-        written = write_dumps(graph, inputs, args.dumps)
+        written = write_dumps(graph, inputs, args.dumps, session=session)
         print(f"wrote {len(written)} dump files to {args.dumps}")
         return 0
-    comparison = compare_dumps(graph, inputs, args.dumps, tolerance=args.tolerance, isolated=not args.no_isolated)
+    comparison = compare_dumps(graph, inputs, args.dumps, tolerance=args.tolerance, isolated=not args.no_isolated,
+                               session=session)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             f.write(comparison.to_csv())

@@ -2,13 +2,14 @@
 outputs written to an .npz (output_0, output_1, ...) and, with --print, printed.
 
 A graph with Hcom ops runs as one rank of a data-parallel job: start it with `mpiexec -n N python -m graph_ir run
-...`; its session joins graph_ir.distributed.world(), and "{rank}" in the --inputs and --out paths is the rank
-(each rank its own inputs and outputs; docs/distributed.md)."""
+...`; its session joins graph_ir.distributed.world(), and "{rank}" in the graph, --inputs and --out paths is the
+rank (each rank its own graph file, inputs and outputs; docs/distributed.md)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 import numpy as np
 
@@ -50,17 +51,29 @@ def _inputs(graph, paths: list[str]) -> list[np.ndarray]:
     return found
 
 
-def run(args: argparse.Namespace) -> int:
+def load_for_rank(path: str) -> tuple[Any, Any, str]:
+    """(the graph, its group or None, the rank as text) of a .air path that may say "{rank}" (each rank its own
+    file, as graph_ir.from_distributed saves them): a graph with Hcom nodes, or a path with "{rank}", runs as one
+    rank of the MPI job (graph_ir.distributed.world())."""
     import graph_ir
     from graph_ir.distributed.runs import hcom_nodes, world
 
-    if not os.path.isfile(args.graph):
-        raise ValueError(f"graph {args.graph!r}: no such file")
+    group = world() if "{rank}" in path else None
+    path = path.replace("{rank}", str(group.rank)) if group is not None else path
+    if not os.path.isfile(path):
+        raise ValueError(f"graph {path!r}: no such file")
+    graph = graph_ir.load(path)
+    if group is None and hcom_nodes(graph):
+        group = world()
+    return graph, group, "0" if group is None else str(group.rank)
+
+
+def run(args: argparse.Namespace) -> int:
+    import graph_ir
+
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps}: at least 1")
-    graph = graph_ir.load(args.graph)
-    group = world() if hcom_nodes(graph) else None
-    rank = "0" if group is None else str(group.rank)
+    graph, group, rank = load_for_rank(args.graph)
     inputs = _inputs(graph, [p.replace("{rank}", rank) for p in args.inputs])
     session = graph_ir.Session(group=group)
     session.add_graph(0, graph)

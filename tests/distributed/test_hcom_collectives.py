@@ -94,3 +94,26 @@ def test_the_cli_runs_a_saved_graph_on_every_rank(tmp_path):
     assert "rank 0: output_0: float32[6, 2]" in done.stdout and "rank 1: output_0" in done.stdout
     outs = [np.load(tmp_path / f"out{r}.npz")["output_0"] for r in range(2)]
     assert outs[0].tobytes() == outs[1].tobytes() == _results(tmp_path, 2)[0]["w"].tobytes()
+
+
+def test_the_cli_compares_each_ranks_dumps_and_names_a_wrong_collective(tmp_path):
+    """`mpiexec -n 2 python -m graph_ir compare rank{rank}.air dumps{rank} --inputs in{rank}.npz`: each rank's
+    dumps (written by --write-dumps under the same job) agree with its run; a rank whose dump of the all-reduce is
+    wrong has that node as its departure (exit 1), every rank still running every collective."""
+    from graph_ir.compare import read_dump_folder, write_dump
+
+    run_ranks(2, MODULE, "sgd", str(tmp_path), timeout=120, hcom_timeout=60)
+    _, x, y = hcom_ranks.sgd_data()
+    half = hcom_ranks.GLOBAL_BATCH // 2
+    for r in range(2):
+        np.savez(tmp_path / f"in{r}.npz", x=x[r * half:(r + 1) * half], y=y[r * half:(r + 1) * half])
+    common = [str(tmp_path / "rank{rank}.air"), str(tmp_path / "dumps{rank}"), "--inputs",
+              str(tmp_path / "in{rank}.npz")]
+    run_ranks(2, "graph_ir", "compare", *common, "--write-dumps", timeout=120, hcom_timeout=60)
+    done = run_ranks(2, "graph_ir", "compare", *common, timeout=120, hcom_timeout=60)
+    assert done.stdout.count("first departure: none") == 2, done.stdout
+    dump = read_dump_folder(str(tmp_path / "dumps1"))["grad_sum"]
+    # rank 1's NPU got another sum
+    write_dump(dump.path, dump.op_name, dump.inputs, [o * 2.0 for o in dump.outputs], dump.dump_time)
+    done = run_ranks(2, "graph_ir", "compare", *common, timeout=120, hcom_timeout=60, check=False)
+    assert done.returncode != 0 and "first departure: grad_sum" in done.stdout, done.stdout
