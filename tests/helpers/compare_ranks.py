@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from tests.helpers.distributed import multi_worker_strategy
+
 
 def _summary(comparison) -> dict:
     rows = comparison.rows
@@ -34,8 +36,7 @@ def main(ports: list[str], out: str) -> None:
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                                          "task": {"type": "worker", "index": rank}})
+    strategy = multi_worker_strategy(rank, ports)
     import keras
     import tensorflow as tf
 
@@ -44,8 +45,6 @@ def main(ports: list[str], out: str) -> None:
     from graph_ir.distributed import world
     from tests.helpers.models import classification_data, small_model
 
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     with strategy.scope():
         model = small_model()
         optimizer = keras.optimizers.Adam(0.01)

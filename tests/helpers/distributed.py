@@ -126,14 +126,7 @@ def mirrored(out: str) -> None:
 
 
 def worker(index: int, ports: list[str], out: str) -> None:
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                                          "task": {"type": "worker", "index": index}})
-    import tensorflow as tf
-
-    import tf_plugin  # noqa: F401 - every worker process must load the ops
-
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    strategy = multi_worker_strategy(index, ports)
     for name in OPTIMIZERS:
         weights = _custom_loop(strategy, name)
         if index == 0:
@@ -168,6 +161,19 @@ def run_workers(commands: list[list[str]], env: dict, cwd: str, timeout: float) 
             w.kill()
     for w, (_, err) in zip(workers, outputs):
         assert w.returncode == 0, err[-3000:]
+
+
+def multi_worker_strategy(index: int, ports: list[str]):
+    """Worker `index` of a MultiWorkerMirroredStrategy cluster on 127.0.0.1 `ports` (TF_CONFIG set before TensorFlow
+    starts), every collective bounded by 60 s; tf_plugin's ops loaded, as every worker process must."""
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                                          "task": {"type": "worker", "index": index}})
+    import tensorflow as tf
+
+    import tf_plugin  # noqa: F401
+
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
 def free_ports(count: int) -> list[str]:

@@ -20,19 +20,15 @@ import sys
 
 import numpy as np
 
+from tests.helpers.distributed import multi_worker_strategy
 from tests.helpers.distributed_lowering import PER_REPLICA, STEPS, _tf_values, built
 
 
 def main(index: int, ports: list[str], out: str, name: str) -> None:
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                                          "task": {"type": "worker", "index": index}})
+    strategy = multi_worker_strategy(index, ports)
     import tensorflow as tf
 
     import graph_ir
-    import tf_plugin  # noqa: F401
-
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     n = strategy.num_replicas_in_sync
     model, optimizer, x, y, loss_fn = built(strategy, name)
 
