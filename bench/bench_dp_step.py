@@ -5,9 +5,9 @@ MultiWorkerMirroredStrategy run of the same step with 2 workers (gRPC on 127.0.0
 
 One run, three phases, each bounded by a timeout:
 1. two TF worker processes (MultiWorkerMirroredStrategy): each builds the same seeded MLP (Dense width-width-10,
-   ReLU) and Adam (or SGD: --optimizer) in the strategy's scope, traces the custom-loop step (strategy.run, gradients all-reduced by TF's
-   CollectiveReduceV2, strategy.reduce of the loss), lowers its trace with graph_ir.from_distributed (one graph: its
-   rank's), then times `steps` steps after 3 warm-up steps;
+   ReLU) and Adam (or SGD: --optimizer) in the strategy's scope, traces the custom-loop step (strategy.run,
+   gradients all-reduced by TF's CollectiveReduceV2, strategy.reduce of the loss), lowers its trace with
+   graph_ir.from_distributed (one graph: its rank's), then times `steps` steps after 3 warm-up steps;
 2. `mpiexec -n 2`: each rank loads its graph into graph_ir.Session(group=world()) and times the same steps on the
    same batches (the gradients all-reduced by HcomAllReduce over MPI);
 3. the report: median ms per step of each (rank 0's; both ranks wait for each other at every collective), their
@@ -163,11 +163,11 @@ def main() -> None:
     diffs = np.abs(np.subtract(tf_run["losses"], session_run["losses"]))
     print("per-step |loss difference|:", " ".join(f"{d:.1e}" for d in diffs))
     diff = float(np.max(diffs))
-    row = {"ranks": 2, "optimizer": args.optimizer, "width": args.width, "per_replica": args.per_replica, "steps": args.steps,
-           "tf_mwms_ms": tf_ms, "session_ms": session_ms, "session_over_tf": session_ms / tf_ms,
+    row = {"ranks": 2, "optimizer": args.optimizer, "width": args.width, "per_replica": args.per_replica,
+           "steps": args.steps, "tf_mwms_ms": tf_ms, "session_ms": session_ms, "session_over_tf": session_ms / tf_ms,
            "max_loss_diff": diff}
-    print(f"2-rank {args.optimizer} MLP step (width {args.width}, {args.per_replica} rows per rank): TF MWMS {tf_ms:.2f} ms, "
-          f"graph_ir Session over MPI {session_ms:.2f} ms, Session/TF {row['session_over_tf']:.2f}x; "
+    print(f"2-rank {args.optimizer} MLP step (width {args.width}, {args.per_replica} rows per rank): TF MWMS "
+          f"{tf_ms:.2f} ms, graph_ir Session over MPI {session_ms:.2f} ms, Session/TF {row['session_over_tf']:.2f}x; "
           f"|loss difference| <= {diff:.1e} over {args.steps + WARM} steps")
     from bench.timing import save_rows
 

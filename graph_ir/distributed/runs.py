@@ -13,10 +13,11 @@ sequences differ are refused, on every rank, with a GraphError naming the first 
 which version, before the graph is planned or any Variable created. Ranks running different graphs are the
 hang HCCL's users meet (a graph recompiled on some ranks only); here it is an error at add_graph.
 
-Running: the session runs each graph inside running(group, digest); the Hcom executors ask current(node) for the
+Running: the session runs each graph inside running(group, joined); the Hcom executors ask current(node) for the
 group. At the start of each run the ranks post the comparison of the digest of the graph they are running (one small
 collective per run, waited for by the run's first collective), so that ranks running different graphs at the same
-time fail there, naming the ranks, instead of using mismatched tensors. A session without a group refuses an Hcom node by name (add_graph already does).
+time fail there, naming the ranks, instead of using mismatched tensors. A session without a group refuses an Hcom
+node by name (add_graph already does).
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ def post_agreement(group: Group, mine: bytes, what: str, mismatch: Callable[[lis
     collective this rank posts waits for it first (waiting.bounded), so its latency overlaps that collective's.
     Where some ranks differ, every rank fails by itself with mismatch(those ranks); the collective posted after the
     check is then unmatched, so the group is broken (no abort message: each rank finds it alone)."""
+    if group.broken is not None:  # the collective that follows fails at once, saying why
+        return
     MPI = mpi()
     digest = hashlib.sha256(mine).digest()
     digests = bytearray(group.size * _DIGEST)

@@ -59,8 +59,9 @@ def _scaled(a, b) -> float:
 def _check(report: dict, ranks: int, tolerance: float = 1e-5) -> None:
     """The rank graphs hold Hcom ops of the world group and no TF collective; each rank's loss and every variable
     within `tolerance` of scale of TF's run (its own replica's copy), the ranks' variables bitwise equal, but for the
-    variables TF keeps per replica (report["per_replica"]) and those of exactly zero gradient (report["zero_gradient"]:
-    rounding noise on both sides, within an absolute bound of their zero start: distributed_cases.ZERO_GRADIENT_BOUND)."""
+    variables TF keeps per replica (report["per_replica"]) and those of exactly zero gradient
+    (report["zero_gradient"]: rounding noise on both sides, within an absolute bound of their zero start:
+    distributed_cases.ZERO_GRADIENT_BOUND)."""
     assert report["ranks"] == ranks
     for types in report["types"]:
         assert not [t for t in types if t.startswith("Collective")], types
